@@ -1,0 +1,60 @@
+// Checkpoint conversion behind `kbit quantize`: safetensors file or sharded
+// folder in, kbit container out, one tensor at a time (bounded memory), on the
+// GPU when there is one.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "kbit/cpu.h"
+
+namespace kbit {
+
+enum class DevicePolicy { automatic, cpu, gpu };
+
+struct ConvertOptions {
+  int bits = 4;
+  std::string codebook = "bnf";                                  // bnf | nf
+  std::vector<std::pair<std::string, int>> bits_for;             // regex -> k; the last match wins
+  std::vector<std::string> include;                              // regexes: also quantize these (2-D float)
+  std::vector<std::string> exclude;                              // regexes: never quantize these
+  DevicePolicy device = DevicePolicy::automatic;
+  bool overwrite = false;
+  bool measure_error = true;                                     // SQNR per tensor for the summary
+};
+
+struct TensorReport {
+  std::string name;
+  std::vector<int64_t> shape;
+  int bits = 0;                 // 0: copied unchanged
+  uint64_t original_bytes = 0;
+  uint64_t stored_bytes = 0;    // packed + absmax + codebook, or the copy
+  cpu::ErrorStats error;
+};
+
+struct ConvertReport {
+  std::vector<TensorReport> tensors;
+  bool used_gpu = false;
+  double seconds = 0;
+  uint64_t input_bytes = 0, output_bytes = 0;
+};
+
+// The default rule: 2-D projection weights of transformer layers
+// ("...layers.3.self_attn.q_proj.weight"), not norms, embeddings or routers.
+bool is_default_quantized(const std::string& name);
+// Which bit width `name` gets under the options, or nullopt to copy it.
+std::optional<int> planned_bits(const ConvertOptions& o, const std::string& name, int rank, bool is_float);
+
+// progress(done, total, name) is called before each tensor.
+using Progress = std::function<void(size_t, size_t, const std::string&)>;
+ConvertReport convert_checkpoint(const std::string& in, const std::string& out, const ConvertOptions& o,
+                                 const Progress& progress = {});
+
+// Human-readable summary (per bit width: tensors, params, sizes, compression, error).
+std::string format_summary(const ConvertReport& r);
+
+}  // namespace kbit

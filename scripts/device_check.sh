@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the `device` tool): build, GPU tests, sanitizers,
+# register/spill report, benchmarks. Writes logs and JSON under $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/kbit-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+
+log "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader)"
+log "date: $(date -u +%FT%TZ) commit: $(git rev-parse --short=12 HEAD 2>/dev/null || echo none)"
+
+cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_FLAGS="-Xptxas=-v" > "$OUT/configure.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/configure.log"; exit 1; }
+if ! ninja -C build-dev > "$OUT/build.log" 2>&1; then log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; fi
+grep -E "ptxas info|spill" "$OUT/build.log" | grep -B1 -E "spill stores|Used" | grep -E "Compiling|Used|spill" > "$OUT/ptxas.txt" || true
+log "spills: $(grep -c -E '[1-9][0-9]* bytes spill' "$OUT/ptxas.txt") kernels with nonzero spill bytes"
+
+log "GPU tests"
+(cd build-dev && ctest -L gpu --output-on-failure --timeout 600) > "$OUT/ctest_gpu.log" 2>&1
+tail -5 "$OUT/ctest_gpu.log" | tee -a "$OUT/summary.txt"
+grep -E "Failed|FAILED" "$OUT/ctest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
+
+if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
+  log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
+  F='--gtest_filter=-GpuFormat.LargeEmbedding*'
+  compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$OUT/memcheck.log" 2>&1
+  log "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
+    --gtest_filter='GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*' > "$OUT/racecheck.log" 2>&1
+  log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)"
+fi
+
+log "benchmark: kbit bench format"
+build-dev/kbit bench format --json "$OUT/format_bench.jsonl" > "$OUT/format_bench.txt" 2>&1
+cat "$OUT/format_bench.txt" | tee -a "$OUT/summary.txt"
+log "demo on the GPU"
+build-dev/kbit demo --out /tmp/kbit-demo > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt" | tee -a "$OUT/summary.txt"

@@ -1,0 +1,42 @@
+// The timing core every kbit benchmark uses: the work is captured into a CUDA
+// graph (calls_per_graph calls, rotating over input buffers so that nothing is
+// served from L2), replayed `replays` times between two events per sample, and
+// summarised over `repeats` samples after warm-up.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kbit::bench {
+
+struct Timing {
+  double median_us = 0, p10_us = 0, p90_us = 0, mean_us = 0, cv_pct = 0;
+  std::vector<double> samples_us;  // per call
+};
+
+struct TimingOptions {
+  int calls_per_graph = 8;
+  int replays = 10;
+  int repeats = 15;
+  int warmup_replays = 3;
+};
+
+// launch(stream, call_index) enqueues one call; call_index selects the buffer set.
+Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const TimingOptions& o);
+
+// How many buffer sets of `bytes_per_call` are needed so that the rotation spans
+// more than 3x the L2 of the current device (at least 1).
+int buffers_to_defeat_l2(size_t bytes_per_call);
+
+struct DeviceInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0, sms = 0;
+  size_t l2_bytes = 0;
+  int cuda_runtime = 0;
+};
+DeviceInfo device_info();
+
+}  // namespace kbit::bench

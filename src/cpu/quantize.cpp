@@ -1,0 +1,104 @@
+// CPU reference quantizer: two passes (global absmax for the tensor scale, then
+// per-block scale bytes, indices and bit planes), parallel over rows.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "../core/checks.h"
+#include "elements.h"
+#include "kbit/cpu.h"
+#include "parallel.h"
+
+namespace kbit::cpu {
+namespace {
+
+constexpr uint32_t kFiniteLimit = 0x7f800000u;  // |x| bits at or above this are Inf/NaN
+
+// Max |x| over the matrix as float bits (a NaN has bits above +Inf's).
+uint32_t max_abs_bits(const TensorView& w) {
+  const int64_t padded = Geometry{w.rows, w.cols, 2}.padded_cols();
+  std::vector<uint32_t> row_max(size_t(w.rows), 0);
+  detail::parallel_for(w.rows, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(padded));
+    for (int64_t r = r0; r < r1; ++r) {
+      detail::load_row(w.data, w.dtype, w.stride(), r, w.cols, padded, row.data());
+      uint32_t m = 0;
+      for (int64_t c = 0; c < w.cols; ++c) m = std::max(m, kbit::detail::float_bits(row[size_t(c)]) & 0x7fffffffu);
+      row_max[size_t(r)] = m;
+    }
+  });
+  for (int64_t r = 0; r < w.rows; ++r) {
+    if (row_max[size_t(r)] >= kFiniteLimit) {
+      std::vector<float> row(static_cast<size_t>(padded));
+      detail::load_row(w.data, w.dtype, w.stride(), r, w.cols, padded, row.data());
+      for (int64_t c = 0; c < w.cols; ++c)
+        KBIT_REQUIRE(std::isfinite(row[size_t(c)]), "quantize: the input contains ", row[size_t(c)], " at row ", r,
+                     ", column ", c, "; only finite weights can be quantized");
+    }
+  }
+  return *std::max_element(row_max.begin(), row_max.end());
+}
+
+}  // namespace
+
+void quantize_into(const TensorView& w, QuantizedMatrix& out) {
+  kbit::detail::check_float_view(w, "quantize");
+  kbit::detail::check_matrix(out, "quantize", Memory::host);
+  kbit::detail::check_same_shape(out, w, "quantize");
+  KBIT_REQUIRE(out.layout() == Layout::flat, "quantize_into: the output must use the flat layout");
+
+  const float s = tensor_scale_for_amax(kbit::detail::bits_float(max_abs_bits(w)));
+  out.set_tensor_scale(s);
+  const Geometry g = out.geometry();
+  const int k = g.bits;
+  const int64_t nb = g.blocks_per_row();
+  const NearestLevel nearest = out.codebook().nearest_level();
+  uint32_t* words = out.words();
+  uint8_t* scales = out.scales();
+
+  detail::parallel_for(g.rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(g.padded_cols()));
+    uint8_t idx[kBlockSize];
+    for (int64_t r = r0; r < r1; ++r) {
+      detail::load_row(w.data, w.dtype, w.stride(), r, w.cols, g.padded_cols(), row.data());
+      for (int64_t b = 0; b < nb; ++b) {
+        const float* x = row.data() + b * kBlockSize;
+        float amax = 0.0f;
+        for (int j = 0; j < kBlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const uint8_t code = block_scale_code(amax, s);
+        const float divisor = index_divisor(s, code);
+        for (int j = 0; j < kBlockSize; ++j) idx[j] = uint8_t(nearest(kbit::detail::div_rn(x[j], divisor)));
+        const int64_t slot = g.slot(Layout::flat, r, b);
+        scales[slot] = code;
+        pack_block(idx, k, words + slot * k);
+      }
+    }
+  });
+}
+
+QuantizedMatrix quantize(const TensorView& w, const Codebook& codebook, Layout layout) {
+  kbit::detail::check_float_view(w, "quantize");
+  QuantizedMatrix q = QuantizedMatrix::allocate(w.rows, w.cols, codebook, Layout::flat, Memory::host);
+  quantize_into(w, q);
+  return layout == Layout::flat ? std::move(q) : repack(q, layout);
+}
+
+QuantizedMatrix repack(const QuantizedMatrix& q, Layout to) {
+  kbit::detail::check_matrix(q, "repack", Memory::host);
+  QuantizedMatrix out = QuantizedMatrix::allocate(q.rows(), q.cols(), q.codebook(), to, Memory::host);
+  out.set_tensor_scale(q.tensor_scale());
+  const Geometry g = q.geometry();
+  const int k = g.bits;
+  const int64_t nb = g.blocks_per_row();
+  detail::parallel_for(g.rows, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t from = g.slot(q.layout(), r, b), to_slot = g.slot(to, r, b);
+        out.scales()[to_slot] = q.scales()[from];
+        for (int t = 0; t < k; ++t) out.words()[to_slot * k + t] = q.words()[from * k + t];
+      }
+  });
+  return out;
+}
+
+}  // namespace kbit::cpu

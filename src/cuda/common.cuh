@@ -1,0 +1,109 @@
+// Helpers shared by kbit's CUDA code: error checks, argument checks for device
+// pointers, grid sizing, and f32/f16/bf16 element access.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string_view>
+
+#include "../core/checks.h"
+#include "kbit/error.h"
+#include "kbit/tensor.h"
+
+namespace kbit::cuda::detail {
+
+inline void check_cuda(cudaError_t err, std::string_view what) {
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear a sticky launch error so the caller may continue
+    throw Error(kbit::detail::concat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+  }
+}
+inline void check_launch(std::string_view what) { check_cuda(cudaGetLastError(), what); }
+
+// Throws unless p is device (or managed) memory of the current CUDA context.
+void check_device_pointer(const void* p, std::string_view what);
+inline void check_device_view(const TensorView& v, std::string_view what) {
+  kbit::detail::check_float_view(v, what);
+  check_device_pointer(v.data, what);
+}
+
+int sm_count();  // of the current device, cached
+
+// Enough CTAs to fill the machine a few times over, never more than the work needs.
+inline unsigned grid_for(int64_t work_items, int threads_per_cta, int ctas_per_sm = 8) {
+  const int64_t needed = (work_items + threads_per_cta - 1) / threads_per_cta;
+  const int64_t cap = int64_t(sm_count()) * ctas_per_sm;
+  return unsigned(needed < cap ? (needed > 0 ? needed : 1) : cap);
+}
+
+template <typename T> struct Element;
+template <> struct Element<float> {
+  static __device__ __forceinline__ float to_float(float v) { return v; }
+  static __device__ __forceinline__ float from_float(float v) { return v; }
+};
+template <> struct Element<__half> {
+  static __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
+};
+template <> struct Element<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+
+// Calls f.template operator()<T>() with T the CUDA type of a float dtype.
+template <typename F>
+void dispatch_float(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f.template operator()<float>(); break;
+    case DType::f16: f.template operator()<__half>(); break;
+    case DType::bf16: f.template operator()<__nv_bfloat16>(); break;
+    default: throw Error(kbit::detail::concat("dtype ", dtype_name(t), " is not supported (expected F32, F16 or BF16)"));
+  }
+}
+
+template <typename F>
+void dispatch_bits(int k, F&& f) {
+  switch (k) {
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 5: f.template operator()<5>(); break;
+    default: require_supported_bits(k);
+  }
+}
+
+// Loads 8 consecutive elements [c0, c0+8) of a row as floats; past `cols` reads 0.
+// `vec` says the row start is 16-byte aligned, so a full chunk can use wide loads.
+template <typename T>
+__device__ __forceinline__ void load8(const T* row, int64_t c0, int64_t cols, bool vec, float (&v)[8]) {
+  if (vec && c0 + 8 <= cols) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(row + c0));
+      const float4 b = __ldg(reinterpret_cast<const float4*>(row + c0 + 4));
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+      const uint4 a = __ldg(reinterpret_cast<const uint4*>(row + c0));
+      const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        T lo, hi;
+        const uint16_t l16 = uint16_t(w[i] & 0xffffu), h16 = uint16_t(w[i] >> 16);
+        memcpy(&lo, &l16, 2);
+        memcpy(&hi, &h16, 2);
+        v[2 * i] = Element<T>::to_float(lo);
+        v[2 * i + 1] = Element<T>::to_float(hi);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = (c0 + i < cols) ? Element<T>::to_float(row[c0 + i]) : 0.0f;
+}
+
+inline bool aligned16(const void* p, int64_t stride_elems, size_t elem) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride_elems * int64_t(elem)) % 16 == 0;
+}
+
+}  // namespace kbit::cuda::detail

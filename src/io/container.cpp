@@ -1,0 +1,119 @@
+// Reading and writing quantized matrices in the safetensors container.
+#include "kbit/container.h"
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "kbit/error.h"
+
+namespace kbit::io {
+namespace {
+
+using kbit::detail::concat;
+constexpr const char* kPacked = ".kbit_packed";
+constexpr const char* kAbsmax = ".kbit_absmax";
+constexpr const char* kCodebook = ".kbit_codebook";
+constexpr const char* kMeta = ".kbit";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string meta_json(const QuantizedMatrix& q, float tensor_scale) {
+  nlohmann::ordered_json j;
+  j["k"] = q.bits();
+  j["shape"] = {q.rows(), q.cols()};
+  j["tensor_scale"] = double(tensor_scale);
+  j["hadamard"] = nullptr;
+  j["codebook"] = q.codebook().name();
+  return j.dump();
+}
+
+const TensorInfo& part(const SafetensorsFile& f, const std::string& name, const char* suffix, DType dtype,
+                       int64_t numel) {
+  const TensorInfo* t = f.find(name + suffix);
+  KBIT_REQUIRE(t, f.path(), ": quantized weight '", name, "' has no tensor ", name, suffix);
+  KBIT_REQUIRE(t->dtype == dtype, f.path(), ": ", t->name, " has dtype ", dtype_name(t->dtype), ", expected ",
+               dtype_name(dtype));
+  KBIT_REQUIRE(t->numel() == numel, f.path(), ": ", t->name, " has ", t->numel(), " elements, expected ", numel);
+  return *t;
+}
+
+}  // namespace
+
+void declare_quantized(SafetensorsWriter& w, const std::string& name, int64_t rows, int64_t cols, int bits) {
+  const Geometry g{rows, cols, bits};
+  w.declare(name + kPacked, DType::i32, {rows, g.blocks_per_row(), bits});
+  w.declare(name + kAbsmax, DType::u8, {rows, g.blocks_per_row()});
+  w.declare(name + kCodebook, DType::f32, {int64_t(1) << bits});
+  w.set_metadata(kFormatKey, std::to_string(kFormatVersion));
+  // Placeholder of the same shape; the real scale is set by write_quantized.
+  w.set_metadata(name + kMeta, concat(R"({"k":)", bits, R"(,"shape":[)", rows, ",", cols,
+                                      R"(],"tensor_scale":1.0,"hadamard":null,"codebook":"custom"})"));
+}
+
+void write_quantized(SafetensorsWriter& w, const std::string& name, const QuantizedMatrix& q) {
+  KBIT_REQUIRE(q.memory() == Memory::host && q.layout() == Layout::flat, "write_quantized('", name,
+               "'): the matrix must be a flat host matrix");
+  const float s = q.tensor_scale();
+  w.write({reinterpret_cast<const std::byte*>(q.words()), size_t(q.word_count()) * 4});
+  w.write({reinterpret_cast<const std::byte*>(q.scales()), size_t(q.scale_count())});
+  w.write({reinterpret_cast<const std::byte*>(q.codebook().values().data()), q.codebook().values().size() * 4});
+  w.set_metadata(name + kMeta, meta_json(q, s));
+}
+
+bool is_kbit_tensor_part(const std::string& n) { return ends_with(n, kPacked) || ends_with(n, kAbsmax) || ends_with(n, kCodebook); }
+
+std::vector<std::string> quantized_names(const SafetensorsFile& f) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : f.metadata())
+    if (ends_with(k, kMeta)) out.push_back(k.substr(0, k.size() - std::strlen(kMeta)));
+  return out;
+}
+
+QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name) {
+  const auto it = f.metadata().find(name + kMeta);
+  KBIT_REQUIRE(it != f.metadata().end(), f.path(), ": no quantized weight named '", name, "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(concat(f.path(), ": metadata ", name, kMeta, " is not valid JSON (", e.what(), ")"));
+  }
+  const std::string where = concat(f.path(), ": ", name, kMeta);
+  KBIT_REQUIRE(j.is_object() && j.contains("k") && j["k"].is_number_integer(), where, ": missing integer k");
+  const int k = j["k"].get<int>();
+  KBIT_REQUIRE(is_supported_bits(k), where, ": unsupported bit width k=", k);
+  KBIT_REQUIRE(j.contains("shape") && j["shape"].is_array() && j["shape"].size() == 2 &&
+                   j["shape"][0].is_number_integer() && j["shape"][1].is_number_integer(),
+               where, ": shape must be [N, K]");
+  const int64_t rows = j["shape"][0].get<int64_t>(), cols = j["shape"][1].get<int64_t>();
+  KBIT_REQUIRE(rows > 0 && cols > 0, where, ": shape [", rows, ", ", cols, "] must be positive");
+  KBIT_REQUIRE(j.contains("tensor_scale") && j["tensor_scale"].is_number(), where, ": missing tensor_scale");
+  const float s = float(j["tensor_scale"].get<double>());
+  int exp = 0;
+  KBIT_REQUIRE(std::isfinite(s) && s > 0 && std::frexp(s, &exp) == 0.5f, where, ": tensor_scale ", s,
+               " is not a positive power of two");
+  KBIT_REQUIRE(!j.contains("hadamard") || j["hadamard"].is_null(), where,
+               ": Hadamard-rotated weights are not supported by this version of kbit");
+
+  const Geometry g{rows, cols, k};
+  const TensorInfo& packed = part(f, name, kPacked, DType::i32, g.packed_words(Layout::flat));
+  const TensorInfo& absmax = part(f, name, kAbsmax, DType::u8, g.scale_bytes(Layout::flat));
+  const TensorInfo& cbt = part(f, name, kCodebook, DType::f32, int64_t(1) << k);
+
+  float values[kMaxLevels];
+  std::memcpy(values, f.bytes(cbt).data(), size_t(4) << k);
+  Codebook cb = Codebook::custom(k, {values, size_t(1) << k});
+  if (cb == Codebook::bnf(k)) cb = Codebook::bnf(k);
+  else if (cb == Codebook::nf(k)) cb = Codebook::nf(k);
+
+  QuantizedMatrix q = QuantizedMatrix::allocate(rows, cols, cb, Layout::flat, Memory::host);
+  q.set_tensor_scale(s);
+  std::memcpy(q.words(), f.bytes(packed).data(), packed.bytes());
+  std::memcpy(q.scales(), f.bytes(absmax).data(), absmax.bytes());
+  return q;
+}
+
+}  // namespace kbit::io

@@ -1,0 +1,16 @@
+// Subcommands of the `kbit` tool; each registers itself on the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kbit::tools {
+
+void add_quantize_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_demo_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+// True when stderr is a terminal (progress lines are drawn only there).
+bool stderr_is_terminal();
+
+}  // namespace kbit::tools

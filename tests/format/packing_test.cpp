@@ -1,0 +1,97 @@
+// Bit-plane packing, geometry and layout slot maps.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "kbit/layout.h"
+
+namespace kbit {
+namespace {
+
+TEST(Packing, SpecExampleK3) {
+  uint8_t idx[32];
+  for (int j = 0; j < 32; ++j) idx[j] = uint8_t(j % 8);
+  uint32_t w[3];
+  pack_block(idx, 3, w);
+  EXPECT_EQ(w[0], 0xAAAAAAAAu);
+  EXPECT_EQ(w[1], 0xCCCCCCCCu);
+  EXPECT_EQ(w[2], 0xF0F0F0F0u);
+}
+
+TEST(Packing, RoundTripsEveryBitWidth) {
+  std::mt19937 rng(5);
+  for (int k = 2; k <= 5; ++k)
+    for (int trial = 0; trial < 1000; ++trial) {
+      uint8_t idx[32], back[32];
+      for (auto& i : idx) i = uint8_t(rng() % (1u << k));
+      uint32_t w[5] = {};
+      pack_block(idx, k, w);
+      unpack_block(w, k, back);
+      for (int j = 0; j < 32; ++j) ASSERT_EQ(back[j], idx[j]);
+      for (int j = 0; j < 32; ++j)  // bit j of word t is bit t of idx_j
+        for (int t = 0; t < k; ++t) ASSERT_EQ((w[t] >> j) & 1u, (idx[j] >> t) & 1u);
+    }
+}
+
+TEST(Geometry, SizesForAwkwardShapes) {
+  for (int64_t n : {1, 31, 32, 33, 100, 4096, 5120})
+    for (int64_t kc : {1, 31, 32, 33, 100, 4096, 5120})
+      for (int k = 2; k <= 5; ++k) {
+        const Geometry g{n, kc, k};
+        const int64_t nb = (kc + 31) / 32;
+        EXPECT_EQ(g.blocks_per_row(), nb);
+        EXPECT_EQ(g.padded_cols(), nb * 32);
+        EXPECT_EQ(g.packed_words(Layout::flat), n * nb * k);
+        EXPECT_EQ(g.scale_bytes(Layout::flat), n * nb);
+        const int64_t tiles = (nb + 1) / 2;
+        EXPECT_EQ(g.packed_words(Layout::tiled_k64), tiles * n * 2 * k);
+        EXPECT_EQ(g.scale_bytes(Layout::tiled_k64), tiles * n * 2);
+        // k bits + 0.25 bits per (padded) weight
+        EXPECT_EQ(g.packed_words(Layout::flat) * 32 + g.scale_bytes(Layout::flat) * 8, n * nb * 32 * k + n * nb * 8);
+      }
+}
+
+TEST(Geometry, SlotMapsAreBijections) {
+  for (int64_t n : {1, 3, 17})
+    for (int64_t kc : {1, 32, 33, 64, 65, 200}) {
+      const Geometry g{n, kc, 3};
+      for (Layout l : {Layout::flat, Layout::tiled_k64}) {
+        std::set<int64_t> seen;
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t b = 0; b < g.blocks_per_row(); ++b) {
+            const int64_t s = g.slot(l, r, b);
+            ASSERT_GE(s, 0);
+            ASSERT_LT(s, g.block_slots(l));
+            ASSERT_TRUE(seen.insert(s).second);
+            int64_t r2, b2;
+            g.block_of_slot(l, s, r2, b2);
+            ASSERT_EQ(r2, r);
+            ASSERT_EQ(b2, b);
+          }
+      }
+    }
+}
+
+TEST(Geometry, TiledOrderIsTileRowBlock) {
+  const Geometry g{3, 128, 4};  // 4 blocks per row, 2 tiles
+  EXPECT_EQ(g.slot(Layout::tiled_k64, 0, 0), 0);
+  EXPECT_EQ(g.slot(Layout::tiled_k64, 0, 1), 1);
+  EXPECT_EQ(g.slot(Layout::tiled_k64, 1, 0), 2);
+  EXPECT_EQ(g.slot(Layout::tiled_k64, 0, 2), 6);  // second tile after all rows of the first
+}
+
+TEST(Geometry, SixtyFourBitIndexingForAnEmbedding) {
+  const Geometry g{151936, 5120, 5};
+  EXPECT_EQ(g.blocks(), int64_t(151936) * 160);
+  EXPECT_EQ(g.packed_words(Layout::flat), int64_t(151936) * 160 * 5);
+  const Geometry big{1 << 20, 1 << 16, 5};  // 2^36 weights: offsets past 2^32
+  EXPECT_EQ(big.slot(Layout::flat, (1 << 20) - 1, 2047) * 5 + 4, big.packed_words(Layout::flat) - 1);
+  int64_t r, b;
+  big.block_of_slot(Layout::tiled_k64, big.block_slots(Layout::tiled_k64) - 1, r, b);
+  EXPECT_EQ(r, (1 << 20) - 1);
+  EXPECT_EQ(b, 2047);
+}
+
+}  // namespace
+}  // namespace kbit

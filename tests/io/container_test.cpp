@@ -1,0 +1,79 @@
+// Quantized matrices in the safetensors container.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "kbit/container.h"
+#include "kbit/cpu.h"
+#include "kbit/error.h"
+#include "support/test_support.h"
+
+namespace kbit::io {
+namespace {
+
+TEST(Container, RoundTripsQuantizedMatrices) {
+  const auto dir = test::temp_dir("c");
+  const auto path = (dir / "q.safetensors").string();
+  const auto m = test::random_matrix(33, 65, DType::bf16, 3);
+  const QuantizedMatrix a = cpu::quantize(m.view(), Codebook::bnf(3));
+  const QuantizedMatrix b = cpu::quantize(m.view(), Codebook::nf(5));
+  {
+    SafetensorsWriter w(path);
+    declare_quantized(w, "layers.0.q.weight", 33, 65, 3);
+    declare_quantized(w, "layers.0.k.weight", 33, 65, 5);
+    w.declare("norm", DType::f32, {2});
+    w.begin();
+    write_quantized(w, "layers.0.q.weight", a);
+    write_quantized(w, "layers.0.k.weight", b);
+    const float n[2] = {1, 2};
+    w.write(std::as_bytes(std::span(n)));
+    w.finish();
+  }
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  EXPECT_EQ(f.metadata().at(kFormatKey), "1");
+  EXPECT_EQ(quantized_names(f).size(), 2u);
+  const auto meta = nlohmann::json::parse(f.metadata().at("layers.0.q.weight.kbit"));
+  EXPECT_EQ(meta["k"], 3);
+  EXPECT_EQ(meta["shape"], nlohmann::json::array({33, 65}));
+  EXPECT_TRUE(meta["hadamard"].is_null());
+  EXPECT_EQ(float(meta["tensor_scale"].get<double>()), a.tensor_scale());
+  EXPECT_EQ(f.at("layers.0.q.weight.kbit_packed").shape, (std::vector<int64_t>{33, 3, 3}));
+  EXPECT_EQ(f.at("layers.0.q.weight.kbit_absmax").dtype, DType::u8);
+
+  for (const auto& [name, orig] : {std::pair{"layers.0.q.weight", &a}, std::pair{"layers.0.k.weight", &b}}) {
+    const QuantizedMatrix q = load_quantized(f, name);
+    EXPECT_EQ(q.bits(), orig->bits());
+    EXPECT_EQ(q.codebook().name(), orig->codebook().name());
+    EXPECT_EQ(q.tensor_scale(), orig->tensor_scale());
+    EXPECT_EQ(0, std::memcmp(q.words(), orig->words(), size_t(q.word_count()) * 4));
+    EXPECT_EQ(0, std::memcmp(q.scales(), orig->scales(), size_t(q.scale_count())));
+  }
+  EXPECT_THROW(load_quantized(f, "norm"), Error);
+}
+
+TEST(Container, RejectsInconsistentMetadata) {
+  const auto dir = test::temp_dir("bad");
+  const auto m = test::random_matrix(4, 32, DType::f32, 1);
+  const QuantizedMatrix a = cpu::quantize(m.view(), Codebook::bnf(4));
+  auto write_with = [&](const std::string& meta) {
+    const auto p = (dir / "x.safetensors").string();
+    SafetensorsWriter w(p);
+    declare_quantized(w, "w", 4, 32, 4);
+    w.begin();
+    write_quantized(w, "w", a);
+    w.set_metadata("w.kbit", meta);
+    w.finish();
+    return SafetensorsFile::open(p);
+  };
+  EXPECT_THROW(load_quantized(write_with(R"({"k":6,"shape":[4,32],"tensor_scale":1})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,33],"tensor_scale":1})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,32],"tensor_scale":0.3})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(R"({"k":3,"shape":[4,32],"tensor_scale":1})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,32]})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with("not json"), "w"), Error);
+  EXPECT_NO_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,32],"tensor_scale":0.25,"hadamard":null})"), "w"));
+}
+
+}  // namespace
+}  // namespace kbit::io
