@@ -21,6 +21,12 @@ log "GPU tests"
 tail -5 "$OUT/ctest_gpu.log" | tee -a "$OUT/summary.txt"
 grep -E "Failed|FAILED" "$OUT/ctest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
 
+log "benchmark: kbit bench format"
+build-dev/kbit bench format --json "$OUT/format_bench.jsonl" > "$OUT/format_bench.txt" 2>&1
+cat "$OUT/format_bench.txt" | tee -a "$OUT/summary.txt"
+log "demo on the GPU"
+build-dev/kbit demo --out /tmp/kbit-demo > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt" | tee -a "$OUT/summary.txt"
+
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
   F='--gtest_filter=-GpuFormat.LargeEmbedding*'
@@ -31,8 +37,3 @@ if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)"
 fi
 
-log "benchmark: kbit bench format"
-build-dev/kbit bench format --json "$OUT/format_bench.jsonl" > "$OUT/format_bench.txt" 2>&1
-cat "$OUT/format_bench.txt" | tee -a "$OUT/summary.txt"
-log "demo on the GPU"
-build-dev/kbit demo --out /tmp/kbit-demo > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt" | tee -a "$OUT/summary.txt"
