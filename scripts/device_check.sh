@@ -30,9 +30,9 @@ build-dev/kbit demo --out /tmp/kbit-demo > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/d
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
   F='--gtest_filter=-GpuFormat.LargeEmbedding*'
-  compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$OUT/memcheck.log" 2>&1
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$OUT/memcheck.log" 2>&1
   log "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-  compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
+  timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
     --gtest_filter='GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*' > "$OUT/racecheck.log" 2>&1
   log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)"
 fi
