@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 
 log "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader)"
-log "date: $(date -u +%FT%TZ) commit: $(git rev-parse --short=12 HEAD 2>/dev/null || echo none)"
+COMMIT=${KBIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+log "date: $(date -u +%FT%TZ) commit: $COMMIT"
 
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBIT_GIT_COMMIT="$COMMIT" \
   -DCMAKE_CUDA_FLAGS="-Xptxas=-v" > "$OUT/configure.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/configure.log"; exit 1; }
 if ! ninja -C build-dev > "$OUT/build.log" 2>&1; then log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; fi
 grep -E "ptxas info|spill" "$OUT/build.log" | grep -B1 -E "spill stores|Used" | grep -E "Compiling|Used|spill" > "$OUT/ptxas.txt" || true

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kbit/hd.h"
 
@@ -144,8 +145,46 @@ struct NearestLevel {
   }
 };
 
+// The fast form of the index rule used by both quantizers. For a block with
+// E4M4 code c != 0 the spec's u = x / (s * e4m4(c)) satisfies |u| <= 1.5, and
+// fl(x / (s*e4m4(c))) == fl((x/s) / e4m4(c)) because s is a power of two. For
+// codebooks whose distinct levels are far apart compared with float rounding
+// (all built-ins), the nearest level is then the count of per-code thresholds
+// below y = x/s: thresholds[c][d] is the largest float y that the definition
+// maps to sorted level <= d. They are found on the host by bisection with the
+// same float arithmetic, so this path returns exactly what the definition does;
+// everything else (code 0, codebooks with near-equal levels, x/s underflowing)
+// takes the definition itself.
+struct QuantizeRule {
+  NearestLevel nearest;                // the definition, for the slow cases
+  uint8_t first_index[kMaxLevels];     // codebook index of sorted distinct level d
+  int levels;                          // 2^k: row length of the threshold table
+  int fast;                            // 1 when the threshold path is exact for this codebook
+};
+
+// kLevels: 2^k when known at compile time (lets the search unroll), else 0.
+template <int kLevels = 0>
+KBIT_HD uint32_t quantize_index(const QuantizeRule& rule, const float* code_thresholds, uint32_t code, float x,
+                                float inv_tensor_scale, bool y_may_underflow, float divisor) {
+  if (rule.fast && code != 0) {
+    const float y = detail::mul_rn(x, inv_tensor_scale);  // exact unless it underflows
+    if (!(y_may_underflow && fabsf(y) < 1.17549435e-38f && x != 0.0f)) {
+      int pos = 0;
+      const int levels = kLevels ? kLevels : rule.levels;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int step = levels >> 1; step >= 1; step >>= 1)
+        if (code_thresholds[pos + step - 1] < y) pos += step;
+      return rule.first_index[pos];
+    }
+  }
+  return rule.nearest(detail::div_rn(x, divisor));
+}
+
 // ---------------------------------------------------------------- codebooks
 enum class CodebookKind : uint8_t { bnf, nf, custom };
+struct QuantizeTables;
 
 class Codebook {
  public:
@@ -161,6 +200,8 @@ class Codebook {
   std::span<const float> values() const { return {values_.data(), size_t(levels())}; }
   float operator[](int i) const { return values_[size_t(i)]; }
   NearestLevel nearest_level() const;
+  // The quantizer's tables for this codebook (built once per distinct codebook, cached).
+  const QuantizeTables& quantize_tables() const;
 
   friend bool operator==(const Codebook& a, const Codebook& b) {
     return a.bits_ == b.bits_ && a.values_ == b.values_;
@@ -190,5 +231,10 @@ KBIT_HD void unpack_block(const uint32_t* words, int bits, uint8_t* idx) {
     idx[j] = uint8_t(v);
   }
 }
+
+struct QuantizeTables {
+  QuantizeRule rule;
+  std::vector<float> thresholds;  // [256][levels]: row c holds the y thresholds of E4M4 code c
+};
 
 }  // namespace kbit

@@ -52,7 +52,9 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out) {
   const Geometry g = out.geometry();
   const int k = g.bits;
   const int64_t nb = g.blocks_per_row();
-  const NearestLevel nearest = out.codebook().nearest_level();
+  const QuantizeTables& tables = out.codebook().quantize_tables();
+  const float inv_s = 1.0f / s;  // exact: s is a power of two
+  const bool y_may_underflow = s > 1.0f;
   uint32_t* words = out.words();
   uint8_t* scales = out.scales();
 
@@ -67,7 +69,9 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out) {
         for (int j = 0; j < kBlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
         const uint8_t code = block_scale_code(amax, s);
         const float divisor = index_divisor(s, code);
-        for (int j = 0; j < kBlockSize; ++j) idx[j] = uint8_t(nearest(kbit::detail::div_rn(x[j], divisor)));
+        const float* row = tables.thresholds.data() + size_t(code) * size_t(tables.rule.levels);
+        for (int j = 0; j < kBlockSize; ++j)
+          idx[j] = uint8_t(quantize_index(tables.rule, row, code, x[j], inv_s, y_may_underflow, divisor));
         const int64_t slot = g.slot(Layout::flat, r, b);
         scales[slot] = code;
         pack_block(idx, k, words + slot * k);

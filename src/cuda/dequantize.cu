@@ -5,8 +5,10 @@
 // Launch shape: one thread per stored block slot, in storage order, so the
 // k words of consecutive threads are consecutive (coalesced reads). The thread
 // turns 4 indices at a time from bit planes into bytes with a multiply-spread
-// (nibble * 0x00204081 & 0x01010101 puts bit i of the nibble at bit 8i), looks
-// levels up in shared memory, and writes its 32 outputs with 16-byte stores.
+// (nibble * 0x00204081 & 0x01010101 puts bit i of the nibble at bit 8i) and
+// looks levels up in shared memory. Its 32 outputs go to a swizzled per-warp
+// staging area, from which the warp writes 16-byte chunks of 32 consecutive
+// blocks together (coalesced writes). 256 threads per CTA, grid-stride.
 // Speed: see BENCHMARKS.md ("format kernels").
 #include "common.cuh"
 #include "kbit/cuda.h"
@@ -86,16 +88,49 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(const uint32_t* __
                                                               const uint8_t* __restrict__ scales, Geometry g,
                                                               Layout layout, const DeviceMeta* meta, T* out,
                                                               int64_t stride, bool vec) {
+  constexpr int kChunk = 16 / int(sizeof(T));       // elements per 16-byte chunk
+  constexpr int kChunksPerBlock = 32 / kChunk;      // 4 for 16-bit output, 8 for f32
+  constexpr int kBlocksPerSpan = 8 / kChunksPerBlock;  // blocks per 128-byte bank span
+  constexpr int kWarps = kThreads / 32;
   __shared__ float cb[kMaxLevels];
+  __shared__ uint4 stage[kWarps][32 * kChunksPerBlock];
   if (threadIdx.x < kMaxLevels) cb[threadIdx.x] = meta->codebook[threadIdx.x];
   __syncthreads();
   const float s = meta->tensor_scale;
   const int64_t slots = g.block_slots(layout);
-  for (int64_t slot = int64_t(blockIdx.x) * kThreads + threadIdx.x; slot < slots; slot += int64_t(gridDim.x) * kThreads) {
-    int64_t r, b;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // Swizzled chunk position within a warp's staging area: conflict-free both when
+  // each lane writes its own block and when the warp reads consecutive chunks.
+  auto position = [](int block, int chunk) {
+    return block * kChunksPerBlock + (chunk ^ ((block / kBlocksPerSpan) & (kChunksPerBlock - 1)));
+  };
+  for (int64_t base = (int64_t(blockIdx.x) * kWarps + warp) * 32; base < slots; base += int64_t(gridDim.x) * kWarps * 32) {
+    const int64_t slot = base + lane;
+    int64_t r = 0, b = 0;
     float v[32];
-    if (!dequantize_slot<BITS>(words, scales, g, layout, s, cb, slot, r, b, v)) continue;
-    store32(out + r * stride, b * kBlockSize, g.cols, vec, v);
+    const bool valid = slot < slots && dequantize_slot<BITS>(words, scales, g, layout, s, cb, slot, r, b, v);
+    const bool full = valid && vec && b * kBlockSize + kBlockSize <= g.cols;
+    if (valid && !full) store32(out + r * stride, b * kBlockSize, g.cols, false, v);  // row tail or unaligned
+    if (full) {
+#pragma unroll
+      for (int q = 0; q < kChunksPerBlock; ++q) {
+        T tmp[kChunk];
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) tmp[i] = detail::Element<T>::from_float(v[q * kChunk + i]);
+        memcpy(&stage[warp][position(lane, q)], tmp, 16);
+      }
+    }
+    const unsigned full_mask = __ballot_sync(0xffffffffu, full);
+    __syncwarp();
+    // The warp writes its staged blocks together: 512 contiguous bytes per store in the flat layout.
+#pragma unroll
+    for (int it = 0; it < kChunksPerBlock; ++it) {
+      const int c = it * 32 + lane, j = c / kChunksPerBlock, q = c % kChunksPerBlock;
+      const int64_t rj = __shfl_sync(0xffffffffu, r, j), bj = __shfl_sync(0xffffffffu, b, j);
+      if ((full_mask >> j) & 1u)
+        *reinterpret_cast<uint4*>(out + rj * stride + bj * kBlockSize + q * kChunk) = stage[warp][position(j, q)];
+    }
+    __syncwarp();
   }
 }
 

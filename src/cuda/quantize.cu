@@ -3,12 +3,20 @@
 // Two launches. absmax_kernel reduces max|w| (atomicMax on float bits, exact)
 // into DeviceMeta; quantize_kernel derives the tensor scale from it and writes
 // the bytes, using the same format functions as the CPU reference (identical
-// rounding and tie-breaking, so the bytes match exactly).
+// rounding and tie-breaking, so the bytes match exactly). The index of each
+// element is a k-step binary search in its block code's row of the codebook's
+// threshold table (QuantizeRule in format.h), held in shared memory; bit planes
+// are gathered with one multiply per 4 indices.
 // Launch shape: one warp per segment of 256 elements (8 blocks) of a row; lane L
 // holds elements 8L..8L+7 (one 16-byte load for 16-bit input), the 4 lanes of a
 // block reduce its absmax and assemble its bit planes with two xor-shuffles.
 // Grid: 8 CTAs of 256 threads per SM, grid-stride over segments.
 // Speed: see BENCHMARKS.md ("format kernels").
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
 #include "common.cuh"
 #include "kbit/cuda.h"
 
@@ -45,15 +53,24 @@ __global__ void __launch_bounds__(kThreads) absmax_kernel(const T* __restrict__ 
 
 template <typename T, int BITS>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict__ w, int64_t stride, Geometry g, bool vec,
-                                                            NearestLevel nearest_param, DeviceMeta* meta,
-                                                            uint32_t* __restrict__ words, uint8_t* __restrict__ scales) {
-  __shared__ NearestLevel nearest;
-  if (threadIdx.x == 0) nearest = nearest_param;
+                                                            QuantizeRule rule_param,
+                                                            const float* __restrict__ thresholds_global,
+                                                            DeviceMeta* meta, uint32_t* __restrict__ words,
+                                                            uint8_t* __restrict__ scales) {
+  constexpr int kLevels = 1 << BITS;
+  extern __shared__ float4 thresholds4[];  // [256][kLevels] floats
+  __shared__ QuantizeRule rule;
+  for (int i = threadIdx.x; i < 256 * kLevels / 4; i += kThreads)
+    thresholds4[i] = __ldg(reinterpret_cast<const float4*>(thresholds_global) + i);
+  if (threadIdx.x == 0) rule = rule_param;
   __syncthreads();
+  const float* thresholds = reinterpret_cast<const float*>(thresholds4);
 
   const uint32_t amax_bits = meta->amax_bits;
   const bool nonfinite = amax_bits >= 0x7f800000u;
   const float s = nonfinite ? 1.0f : tensor_scale_for_amax(__uint_as_float(amax_bits));
+  const float inv_s = __fdiv_rn(1.0f, s);  // exact: a power of two
+  const bool y_may_underflow = s > 1.0f;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     meta->tensor_scale = s;
     meta->status = nonfinite ? kStatusNonFinite : kStatusOk;
@@ -74,19 +91,24 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const uint8_t code = block_scale_code(amax, s);
+    const uint32_t code = block_scale_code(amax, s);
     const float divisor = index_divisor(s, code);
+    const float* row = thresholds + code * kLevels;
 
-    uint32_t idx[8];
+    // indices as bytes: lo holds elements 0..3, hi elements 4..7
+    uint32_t lo = 0, hi = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) idx[i] = nearest(kbit::detail::div_rn(v[i], divisor));
+    for (int i = 0; i < 4; ++i) {
+      lo |= quantize_index<kLevels>(rule, row, code, v[i], inv_s, y_may_underflow, divisor) << (8 * i);
+      hi |= quantize_index<kLevels>(rule, row, code, v[i + 4], inv_s, y_may_underflow, divisor) << (8 * i);
+    }
 
+    // plane t of these 8 elements: bit t of each byte gathered into a nibble by one multiply
     uint32_t plane[BITS];
 #pragma unroll
     for (int t = 0; t < BITS; ++t) {
-      uint32_t byte = 0;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) byte |= ((idx[i] >> t) & 1u) << i;
+      const uint32_t byte = ((((lo >> t) & 0x01010101u) * 0x10204080u) >> 28) |
+                            (((((hi >> t) & 0x01010101u) * 0x10204080u) >> 28) << 4);
       uint32_t part = byte << (8 * quad);
       part |= __shfl_xor_sync(0xffffffffu, part, 1);
       part |= __shfl_xor_sync(0xffffffffu, part, 2);
@@ -99,9 +121,33 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
 #pragma unroll
       for (int t = 0; t < BITS; ++t)
         if ((t & 3) == quad) words[slot * BITS + t] = plane[t];
-      if (quad == 0) scales[slot] = nonfinite ? 0 : code;
+      if (quad == 0) scales[slot] = nonfinite ? 0 : uint8_t(code);
     }
   }
+}
+
+// The codebook's threshold table on the current device, uploaded once and kept.
+const float* device_thresholds(const Codebook& cb, cudaStream_t stream) {
+  static std::mutex m;
+  static std::map<std::tuple<int, int, std::vector<float>>, Buffer> cache;
+  int dev = 0;
+  detail::check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  const std::vector<float> key_values(cb.values().begin(), cb.values().end());
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find({dev, cb.bits(), key_values});
+  if (it != cache.end()) return static_cast<const float*>(it->second.data());
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  detail::check_cuda(cudaStreamIsCapturing(stream, &capturing), "quantize");
+  KBIT_REQUIRE(capturing == cudaStreamCaptureStatusNone,
+               "quantize: the first GPU quantize with a codebook uploads its tables and cannot be captured into a "
+               "CUDA graph; run one quantize with this codebook before capturing");
+  const std::vector<float>& host = cb.quantize_tables().thresholds;
+  Buffer b = Buffer::allocate(Memory::device, host.size() * sizeof(float));
+  detail::check_cuda(cudaMemcpy(b.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
+                     "quantize: uploading the threshold table");
+  const float* p = static_cast<const float*>(b.data());
+  cache.emplace(std::tuple{dev, cb.bits(), key_values}, std::move(b));
+  return p;
 }
 
 }  // namespace
@@ -112,7 +158,8 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out, cudaStream_t strea
   kbit::detail::check_same_shape(out, w, "quantize");
   KBIT_REQUIRE(out.layout() == Layout::flat, "quantize_into: the output must use the flat layout");
   const Geometry g = out.geometry();
-  const NearestLevel nearest = out.codebook().nearest_level();
+  const QuantizeTables& tables = out.codebook().quantize_tables();
+  const float* thresholds = device_thresholds(out.codebook(), stream);
   const bool vec = detail::aligned16(w.data, w.stride(), dtype_size(w.dtype));
   const Segments seg(g);
   const unsigned grid = detail::grid_for(seg.total * 32, kThreads);
@@ -123,8 +170,9 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out, cudaStream_t strea
     absmax_kernel<T><<<grid, kThreads, 0, stream>>>(data, w.stride(), g, vec, meta);
     detail::check_launch("quantize: absmax kernel");
     detail::dispatch_bits(g.bits, [&]<int BITS>() {
-      quantize_kernel<T, BITS><<<grid, kThreads, 0, stream>>>(data, w.stride(), g, vec, nearest, meta, out.words(),
-                                                              out.scales());
+      const size_t smem = sizeof(float) * 256 * (1 << BITS);  // 32 KB at k = 5: under the default 48 KB
+      quantize_kernel<T, BITS><<<grid, kThreads, smem, stream>>>(data, w.stride(), g, vec, tables.rule, thresholds,
+                                                                 meta, out.words(), out.scales());
       detail::check_launch("quantize kernel");
     });
   });

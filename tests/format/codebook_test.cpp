@@ -110,3 +110,57 @@ TEST(NearestLevel, TiesGoToTheLowestIndex) {
 
 }  // namespace
 }  // namespace kbit
+
+namespace kbit {
+namespace {
+
+// The quantizer's threshold path must return exactly what the definition does,
+// for every E4M4 code, at and around every threshold, for several tensor scales.
+void expect_fast_rule_matches_definition(const Codebook& cb, uint64_t seed) {
+  const QuantizeTables& t = cb.quantize_tables();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.6f, 1.6f);
+  for (float s : {1.0f, 0.0078125f, std::ldexp(1.0f, -126), 4.0f, std::ldexp(1.0f, 40)}) {
+    const float inv_s = 1.0f / s;
+    for (uint32_t code = 0; code < 256; ++code) {
+      const float divisor = index_divisor(s, code);
+      const float* row = t.thresholds.data() + code * uint32_t(t.rule.levels);
+      std::vector<float> xs;
+      for (int i = 0; i < 64; ++i) xs.push_back(u(rng) * decoded_block_amax(s, code));
+      for (int d = 0; code && d < t.rule.levels - 1 && std::isfinite(row[d]); ++d) {
+        const float x = row[d] * s;
+        xs.insert(xs.end(), {x, std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)});
+      }
+      xs.insert(xs.end(), {0.0f, -0.0f, std::ldexp(1.0f, -149), -std::ldexp(1.0f, -140), 1e-39f});
+      for (float x : xs) {
+        const uint32_t want = t.rule.nearest(detail::div_rn(x, divisor));
+        ASSERT_EQ(quantize_index(t.rule, row, code, x, inv_s, s > 1.0f, divisor), want)
+            << cb.name() << " k=" << cb.bits() << " s=" << s << " code=" << code << " x=" << x;
+      }
+    }
+  }
+}
+
+TEST(QuantizeRule, ThresholdPathEqualsTheDefinition) {
+  for (int k = 2; k <= 5; ++k) {
+    EXPECT_TRUE(Codebook::bnf(k).quantize_tables().rule.fast);
+    EXPECT_TRUE(Codebook::nf(k).quantize_tables().rule.fast);
+    expect_fast_rule_matches_definition(Codebook::bnf(k), uint64_t(k));
+    expect_fast_rule_matches_definition(Codebook::nf(k), uint64_t(k) + 50);
+  }
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int k = 2 + trial % 4;
+    std::vector<float> v(size_t(1) << k);
+    for (auto& x : v) x = u(rng);
+    if (trial % 3 == 0) v[1] = v[0];                        // duplicate: still fast
+    if (trial % 4 == 1) v[2] = std::nextafter(v[3], 2.0f);  // one ulp apart: definition path
+    const Codebook cb = Codebook::custom(k, v);
+    EXPECT_EQ(cb.quantize_tables().rule.fast, trial % 4 == 1 ? 0 : 1) << trial;
+    expect_fast_rule_matches_definition(cb, uint64_t(trial));
+  }
+}
+
+}  // namespace
+}  // namespace kbit
