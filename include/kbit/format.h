@@ -158,26 +158,49 @@ struct NearestLevel {
 struct QuantizeRule {
   NearestLevel nearest;                // the definition, for the slow cases
   uint8_t first_index[kMaxLevels];     // codebook index of sorted distinct level d
+  uint8_t bucket[256];                 // bucket b of u: sorted levels certainly below it (see below)
   int levels;                          // 2^k: row length of the threshold table
   int fast;                            // 1 when the threshold path is exact for this codebook
+  int bucketed;                        // 1 when every bucket holds at most one uncertain threshold
+  int identity;                        // 1 when first_index[d] == d (sorted, distinct codebooks)
 };
 
-// kLevels: 2^k when known at compile time (lets the search unroll), else 0.
+// Bucket of an approximate u = y / e4m4(c): round(u * 64) + 128, as the low byte of
+// a float whose magic offset (1.5 * 2^23 + 128) puts the rounded integer in the mantissa.
+KBIT_HD uint32_t u_bucket(float u_approx) {
+  return detail::float_bits(fmaf(u_approx, 64.0f, 12583040.0f)) & 0xffu;
+}
+inline constexpr float kBucketWidth = 1.0f / 64.0f;
+
+// Fast path, for a block with code != 0 of a `fast` codebook and y = x / s exact.
+// Bucketed: the approximate u picks a bucket whose start count is certain; one exact
+// compare with the code's y-threshold settles the only threshold that may lie near u.
 template <int kLevels = 0>
-KBIT_HD uint32_t quantize_index(const QuantizeRule& rule, const float* code_thresholds, uint32_t code, float x,
-                                float inv_tensor_scale, bool y_may_underflow, float divisor) {
-  if (rule.fast && code != 0) {
-    const float y = detail::mul_rn(x, inv_tensor_scale);  // exact unless it underflows
-    if (!(y_may_underflow && fabsf(y) < 1.17549435e-38f && x != 0.0f)) {
-      int pos = 0;
-      const int levels = kLevels ? kLevels : rule.levels;
+KBIT_HD uint32_t quantize_index_fast(const QuantizeRule& rule, const float* code_thresholds, float y, float inv_dec) {
+  int pos;
+  if (rule.bucketed) {
+    pos = rule.bucket[u_bucket(y * inv_dec)];
+    pos += code_thresholds[pos] < y ? 1 : 0;
+  } else {
+    pos = 0;
+    const int levels = kLevels ? kLevels : rule.levels;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-      for (int step = levels >> 1; step >= 1; step >>= 1)
-        if (code_thresholds[pos + step - 1] < y) pos += step;
-      return rule.first_index[pos];
-    }
+    for (int step = levels >> 1; step >= 1; step >>= 1)
+      if (code_thresholds[pos + step - 1] < y) pos += step;
+  }
+  return rule.identity ? uint32_t(pos) : rule.first_index[pos];
+}
+
+// The index of x in a block with E4M4 code `code` (divisor = index_divisor(s, code)).
+template <int kLevels = 0>
+KBIT_HD uint32_t quantize_index(const QuantizeRule& rule, const float* code_thresholds, uint32_t code, float x,
+                                float inv_tensor_scale, bool y_may_underflow, float divisor, float inv_dec) {
+  if (rule.fast && code != 0) {
+    const float y = detail::mul_rn(x, inv_tensor_scale);  // exact unless it underflows
+    if (!(y_may_underflow && fabsf(y) < 1.17549435e-38f && x != 0.0f))
+      return quantize_index_fast<kLevels>(rule, code_thresholds, y, inv_dec);
   }
   return rule.nearest(detail::div_rn(x, divisor));
 }

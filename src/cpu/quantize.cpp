@@ -70,8 +70,9 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out) {
         const uint8_t code = block_scale_code(amax, s);
         const float divisor = index_divisor(s, code);
         const float* row = tables.thresholds.data() + size_t(code) * size_t(tables.rule.levels);
+        const float inv_dec = 1.0f / e4m4_decode(code);
         for (int j = 0; j < kBlockSize; ++j)
-          idx[j] = uint8_t(quantize_index(tables.rule, row, code, x[j], inv_s, y_may_underflow, divisor));
+          idx[j] = uint8_t(quantize_index(tables.rule, row, code, x[j], inv_s, y_may_underflow, divisor, inv_dec));
         const int64_t slot = g.slot(Layout::flat, r, b);
         scales[slot] = code;
         pack_block(idx, k, words + slot * k);

@@ -80,8 +80,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
   const int64_t nb = g.blocks_per_row();
   const Segments seg(g);
   const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
-  for (int64_t sg = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5; sg < seg.total; sg += warps) {
-    const int64_t r = sg / seg.per_row, seg_in_row = sg - r * seg.per_row;
+  // (row, segment in row) advance by a fixed step: no 64-bit division inside the loop
+  const int64_t first = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+  const int64_t step_rows = warps / seg.per_row, step_segs = warps - step_rows * seg.per_row;
+  int64_t r = first / seg.per_row, seg_in_row = first - r * seg.per_row;
+  for (int64_t sg = first; sg < seg.total; sg += warps) {
     const int64_t c0 = seg_in_row * kSegmentCols + lane * 8;
     float v[8];
     detail::load8(w + r * stride, c0, g.cols, vec, v);
@@ -95,12 +98,23 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
     const float divisor = index_divisor(s, code);
     const float* row = thresholds + code * kLevels;
 
+    const float inv_dec = 1.0f / e4m4_decode(code);  // only steers the bucket choice: rounding is harmless
+
     // indices as bytes: lo holds elements 0..3, hi elements 4..7
     uint32_t lo = 0, hi = 0;
+    if (rule.fast && code != 0 && !y_may_underflow) {  // the whole block on the fast path, branch-free
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      lo |= quantize_index<kLevels>(rule, row, code, v[i], inv_s, y_may_underflow, divisor) << (8 * i);
-      hi |= quantize_index<kLevels>(rule, row, code, v[i + 4], inv_s, y_may_underflow, divisor) << (8 * i);
+      for (int i = 0; i < 4; ++i) {
+        lo |= quantize_index_fast<kLevels>(rule, row, __fmul_rn(v[i], inv_s), inv_dec) << (8 * i);
+        hi |= quantize_index_fast<kLevels>(rule, row, __fmul_rn(v[i + 4], inv_s), inv_dec) << (8 * i);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t idx = quantize_index<kLevels>(rule, row, code, v[i], inv_s, y_may_underflow, divisor, inv_dec);
+        if (i < 4) lo |= idx << (8 * i);
+        else hi |= idx << (8 * (i - 4));
+      }
     }
 
     // plane t of these 8 elements: bit t of each byte gathered into a nibble by one multiply
@@ -123,6 +137,9 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
         if ((t & 3) == quad) words[slot * BITS + t] = plane[t];
       if (quad == 0) scales[slot] = nonfinite ? 0 : uint8_t(code);
     }
+    seg_in_row += step_segs;
+    r += step_rows;
+    if (seg_in_row >= seg.per_row) seg_in_row -= seg.per_row, ++r;
   }
 }
 

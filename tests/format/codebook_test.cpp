@@ -132,9 +132,10 @@ void expect_fast_rule_matches_definition(const Codebook& cb, uint64_t seed) {
         xs.insert(xs.end(), {x, std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)});
       }
       xs.insert(xs.end(), {0.0f, -0.0f, std::ldexp(1.0f, -149), -std::ldexp(1.0f, -140), 1e-39f});
+      const float inv_dec = code ? 1.0f / e4m4_decode(code) : 1.0f;
       for (float x : xs) {
         const uint32_t want = t.rule.nearest(detail::div_rn(x, divisor));
-        ASSERT_EQ(quantize_index(t.rule, row, code, x, inv_s, s > 1.0f, divisor), want)
+        ASSERT_EQ(quantize_index(t.rule, row, code, x, inv_s, s > 1.0f, divisor, inv_dec), want)
             << cb.name() << " k=" << cb.bits() << " s=" << s << " code=" << code << " x=" << x;
       }
     }
@@ -145,6 +146,9 @@ TEST(QuantizeRule, ThresholdPathEqualsTheDefinition) {
   for (int k = 2; k <= 5; ++k) {
     EXPECT_TRUE(Codebook::bnf(k).quantize_tables().rule.fast);
     EXPECT_TRUE(Codebook::nf(k).quantize_tables().rule.fast);
+    EXPECT_TRUE(Codebook::bnf(k).quantize_tables().rule.bucketed);
+    EXPECT_TRUE(Codebook::nf(k).quantize_tables().rule.bucketed);
+    EXPECT_TRUE(Codebook::bnf(k).quantize_tables().rule.identity);
     expect_fast_rule_matches_definition(Codebook::bnf(k), uint64_t(k));
     expect_fast_rule_matches_definition(Codebook::nf(k), uint64_t(k) + 50);
   }
@@ -156,8 +160,10 @@ TEST(QuantizeRule, ThresholdPathEqualsTheDefinition) {
     for (auto& x : v) x = u(rng);
     if (trial % 3 == 0) v[1] = v[0];                        // duplicate: still fast
     if (trial % 4 == 1) v[2] = std::nextafter(v[3], 2.0f);  // one ulp apart: definition path
+    if (trial % 4 == 2) v[2] = v[3] + 0.01f;                 // close levels: binary search, no buckets
     const Codebook cb = Codebook::custom(k, v);
     EXPECT_EQ(cb.quantize_tables().rule.fast, trial % 4 == 1 ? 0 : 1) << trial;
+    if (trial % 4 == 2) EXPECT_EQ(cb.quantize_tables().rule.bucketed, 0) << trial;
     expect_fast_rule_matches_definition(cb, uint64_t(trial));
   }
 }
