@@ -194,6 +194,7 @@ KBIT_HD uint32_t quantize_index_fast(const QuantizeRule& rule, const float* code
 }
 
 // The index of x in a block with E4M4 code `code` (divisor = index_divisor(s, code)).
+// Precondition, true inside the quantizer: |x| <= the block's absmax, which encoded to `code`.
 template <int kLevels = 0>
 KBIT_HD uint32_t quantize_index(const QuantizeRule& rule, const float* code_thresholds, uint32_t code, float x,
                                 float inv_tensor_scale, bool y_may_underflow, float divisor, float inv_dec) {
