@@ -161,7 +161,8 @@ TEST(QuantizeRule, ThresholdPathEqualsTheDefinition) {
     for (auto& x : v) x = u(rng);
     if (trial % 3 == 0) v[1] = v[0];                        // duplicate: still fast
     if (trial % 4 == 1) v[2] = std::nextafter(v[3], 2.0f);  // one ulp apart: definition path
-    if (trial % 4 == 2) v[2] = v[3] + 0.01f;                 // close levels: binary search, no buckets
+    if (trial % 4 == 2)                                      // dense levels: binary search, no buckets
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.3f + 0.005f * float(i);
     const Codebook cb = Codebook::custom(k, v);
     EXPECT_EQ(cb.quantize_tables().rule.fast, trial % 4 == 1 ? 0 : 1) << trial;
     if (trial % 4 == 2) EXPECT_EQ(cb.quantize_tables().rule.bucketed, 0) << trial;
