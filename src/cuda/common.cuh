@@ -102,6 +102,41 @@ __device__ __forceinline__ void load8(const T* row, int64_t c0, int64_t cols, bo
   for (int i = 0; i < 8; ++i) v[i] = (c0 + i < cols) ? Element<T>::to_float(row[c0 + i]) : 0.0f;
 }
 
+// 8 consecutive elements as raw bytes, so that a load can be issued one loop
+// iteration ahead of the arithmetic that consumes it (software prefetch).
+template <typename T>
+struct Raw8 {
+  uint4 bits[sizeof(T) / 2];  // 16 bytes for 16-bit types, 32 for float
+};
+
+template <typename T>
+__device__ __forceinline__ void load_raw8(const T* row, int64_t c0, int64_t cols, bool vec, Raw8<T>& r) {
+  if (vec && c0 + 8 <= cols) {
+#pragma unroll
+    for (int i = 0; i < int(sizeof(T)) / 2; ++i) r.bits[i] = __ldg(reinterpret_cast<const uint4*>(row + c0) + i);
+    return;
+  }
+  T tmp[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (c0 + i < cols) {
+      tmp[i] = row[c0 + i];
+    } else {
+      const uint32_t zero = 0;
+      memcpy(&tmp[i], &zero, sizeof(T));
+    }
+  }
+  memcpy(r.bits, tmp, sizeof tmp);
+}
+
+template <typename T>
+__device__ __forceinline__ void unpack_raw8(const Raw8<T>& r, float (&v)[8]) {
+  T tmp[8];
+  memcpy(tmp, r.bits, sizeof tmp);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = Element<T>::to_float(tmp[i]);
+}
+
 inline bool aligned16(const void* p, int64_t stride_elems, size_t elem) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride_elems * int64_t(elem)) % 16 == 0;
 }

@@ -44,6 +44,19 @@ __device__ __forceinline__ void load_words(const uint32_t* p, uint32_t (&w)[BITS
   }
 }
 
+// The 32 dequantized values of a block from its words and scale byte.
+template <int BITS>
+__device__ __forceinline__ void decode_block(const uint32_t (&w)[BITS], uint32_t code, float s, const float* cb,
+                                             float (&v)[32]) {
+  const float amax = decoded_block_amax(s, code);
+  uint32_t idx4[8];
+  decode_indices<BITS>(w, idx4);
+#pragma unroll
+  for (int q = 0; q < 8; ++q)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[4 * q + i] = __fmul_rn(cb[(idx4[q] >> (8 * i)) & 0xffu], amax);
+}
+
 // Dequantized values of the block in `slot` into v[32]; returns false for padding slots.
 template <int BITS>
 __device__ __forceinline__ bool dequantize_slot(const uint32_t* __restrict__ words, const uint8_t* __restrict__ scales,
@@ -53,13 +66,7 @@ __device__ __forceinline__ bool dequantize_slot(const uint32_t* __restrict__ wor
   if (b >= g.blocks_per_row()) return false;
   uint32_t w[BITS];
   load_words<BITS>(words + slot * BITS, w);
-  const float amax = decoded_block_amax(s, scales[slot]);
-  uint32_t idx4[8];
-  decode_indices<BITS>(w, idx4);
-#pragma unroll
-  for (int q = 0; q < 8; ++q)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[4 * q + i] = __fmul_rn(cb[(idx4[q] >> (8 * i)) & 0xffu], amax);
+  decode_block<BITS>(w, scales[slot], s, cb, v);
   return true;
 }
 
@@ -104,11 +111,30 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(const uint32_t* __
   auto position = [](int block, int chunk) {
     return block * kChunksPerBlock + (chunk ^ ((block / kBlocksPerSpan) & (kChunksPerBlock - 1)));
   };
-  for (int64_t base = (int64_t(blockIdx.x) * kWarps + warp) * 32; base < slots; base += int64_t(gridDim.x) * kWarps * 32) {
+  const int64_t step = int64_t(gridDim.x) * kWarps * 32;
+  // The next slot's words and scale are loaded one iteration ahead (software prefetch).
+  uint32_t next_w[BITS] = {};
+  uint32_t next_code = 0;
+  int64_t base = (int64_t(blockIdx.x) * kWarps + warp) * 32;
+  if (base + lane < slots) {
+    load_words<BITS>(words + (base + lane) * BITS, next_w);
+    next_code = scales[base + lane];
+  }
+  for (; base < slots; base += step) {
     const int64_t slot = base + lane;
+    uint32_t w[BITS];
+#pragma unroll
+    for (int t = 0; t < BITS; ++t) w[t] = next_w[t];
+    const uint32_t code = next_code;
+    if (slot + step < slots) {
+      load_words<BITS>(words + (slot + step) * BITS, next_w);
+      next_code = scales[slot + step];
+    }
     int64_t r = 0, b = 0;
+    if (slot < slots) g.block_of_slot(layout, slot, r, b);
+    const bool valid = slot < slots && b < g.blocks_per_row();
     float v[32];
-    const bool valid = slot < slots && dequantize_slot<BITS>(words, scales, g, layout, s, cb, slot, r, b, v);
+    decode_block<BITS>(w, code, s, cb, v);
     const bool full = valid && vec && b * kBlockSize + kBlockSize <= g.cols;
     if (valid && !full) store32(out + r * stride, b * kBlockSize, g.cols, false, v);  // row tail or unaligned
     if (full) {

@@ -23,6 +23,8 @@
 namespace kbit::cuda {
 namespace {
 
+using detail::Raw8;
+
 constexpr int kThreads = 256;
 constexpr int kSegmentBlocks = 8;  // blocks per warp segment
 constexpr int kSegmentCols = kSegmentBlocks * kBlockSize;
@@ -37,15 +39,46 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) absmax_kernel(const T* __restrict__ w, int64_t stride, Geometry g, bool vec,
                                                           DeviceMeta* meta) {
   const int lane = threadIdx.x & 31;
-  const Segments seg(g);
-  const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
   uint32_t m = 0;
-  for (int64_t s = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5; s < seg.total; s += warps) {
-    const int64_t r = s / seg.per_row, c0 = (s - r * seg.per_row) * kSegmentCols + lane * 8;
-    float v[8];
-    detail::load8(w + r * stride, c0, g.cols, vec, v);
+  auto fold = [&](const float (&v)[8]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) m = max(m, __float_as_uint(v[i]) & 0x7fffffffu);
+  };
+  if (vec && stride == g.cols) {
+    // Contiguous: one flat array of 8-element chunks, four independent loads in flight per thread.
+    const int64_t n = g.rows * g.cols, chunks = n / 8;
+    const int64_t threads = int64_t(gridDim.x) * kThreads;
+    int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+    for (; i + 3 * threads < chunks; i += 4 * threads) {
+      Raw8<T> r[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) detail::load_raw8(w, (i + u * threads) * 8, n, true, r[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        float v[8];
+        detail::unpack_raw8(r[u], v);
+        fold(v);
+      }
+    }
+    for (; i < chunks; i += threads) {
+      float v[8];
+      detail::load8(w, i * 8, n, true, v);
+      fold(v);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0 && chunks * 8 < n) {  // the last n % 8 elements
+      float v[8];
+      detail::load8(w, chunks * 8, n, false, v);
+      fold(v);
+    }
+  } else {
+    const Segments seg(g);
+    const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
+    for (int64_t s = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5; s < seg.total; s += warps) {
+      const int64_t r = s / seg.per_row, c0 = (s - r * seg.per_row) * kSegmentCols + lane * 8;
+      float v[8];
+      detail::load8(w + r * stride, c0, g.cols, vec, v);
+      fold(v);
+    }
   }
   m = __reduce_max_sync(0xffffffffu, m);
   if (lane == 0 && m) atomicMax(&meta->amax_bits, m);
@@ -84,10 +117,17 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
   const int64_t first = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
   const int64_t step_rows = warps / seg.per_row, step_segs = warps - step_rows * seg.per_row;
   int64_t r = first / seg.per_row, seg_in_row = first - r * seg.per_row;
+  Raw8<T> next;  // the following segment's elements, loaded one iteration ahead
+  if (first < seg.total) detail::load_raw8(w + r * stride, seg_in_row * kSegmentCols + lane * 8, g.cols, vec, next);
   for (int64_t sg = first; sg < seg.total; sg += warps) {
-    const int64_t c0 = seg_in_row * kSegmentCols + lane * 8;
     float v[8];
-    detail::load8(w + r * stride, c0, g.cols, vec, v);
+    detail::unpack_raw8(next, v);
+    const int64_t row_now = r, seg_now = seg_in_row;
+    seg_in_row += step_segs;
+    r += step_rows;
+    if (seg_in_row >= seg.per_row) seg_in_row -= seg.per_row, ++r;
+    if (sg + warps < seg.total)
+      detail::load_raw8(w + r * stride, seg_in_row * kSegmentCols + lane * 8, g.cols, vec, next);
 
     float amax = 0.0f;
 #pragma unroll
@@ -129,17 +169,14 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
       plane[t] = nonfinite ? 0u : part;
     }
 
-    const int64_t b = seg_in_row * kSegmentBlocks + (lane >> 2);
+    const int64_t b = seg_now * kSegmentBlocks + (lane >> 2);
     if (b < nb) {
-      const int64_t slot = r * nb + b;
+      const int64_t slot = row_now * nb + b;
 #pragma unroll
       for (int t = 0; t < BITS; ++t)
         if ((t & 3) == quad) words[slot * BITS + t] = plane[t];
       if (quad == 0) scales[slot] = nonfinite ? 0 : uint8_t(code);
     }
-    seg_in_row += step_segs;
-    r += step_rows;
-    if (seg_in_row >= seg.per_row) seg_in_row -= seg.per_row, ++r;
   }
 }
 
