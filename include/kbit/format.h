@@ -90,9 +90,11 @@ KBIT_HD float decoded_block_amax(float tensor_scale, uint32_t code) {
   return detail::mul_rn(tensor_scale, e4m4_decode(code));
 }
 
-// The E4M4 byte of a block with absmax `amax` under tensor scale s.
-KBIT_HD uint8_t block_scale_code(float amax, float tensor_scale) {
-  return e4m4_encode(detail::div_rn(amax, tensor_scale));
+// The E4M4 byte of a block with absmax `amax` under tensor scale s, given 1/s.
+// amax * (1/s) equals the spec's amax / s: s is a power of two, so both are exact
+// except when the quotient is a float subnormal, far below 2^-15, where both encode to 0.
+KBIT_HD uint8_t block_scale_code(float amax, float inv_tensor_scale) {
+  return e4m4_encode(detail::mul_rn(amax, inv_tensor_scale));
 }
 
 // What a block's elements are divided by before the index search: the decoded

@@ -67,7 +67,7 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out) {
         const float* x = row.data() + b * kBlockSize;
         float amax = 0.0f;
         for (int j = 0; j < kBlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const uint8_t code = block_scale_code(amax, s);
+        const uint8_t code = block_scale_code(amax, inv_s);
         const float divisor = index_divisor(s, code);
         const float* row = tables.thresholds.data() + size_t(code) * size_t(tables.rule.levels);
         const float inv_dec = 1.0f / e4m4_decode(code);

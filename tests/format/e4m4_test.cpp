@@ -108,3 +108,17 @@ TEST(TensorScale, SmallestPowerOfTwoCovering) {
 
 }  // namespace
 }  // namespace kbit
+
+namespace kbit {
+namespace {
+TEST(E4M4, BlockScaleCodeEqualsTheSpecsDivision) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> e(-150.0f, 130.0f);
+  for (int i = 0; i < 300000; ++i) {
+    const float amax = std::exp2(e(rng));
+    for (float s : {1.0f, std::ldexp(1.0f, -126), std::ldexp(1.0f, -40), std::ldexp(1.0f, 60), tensor_scale_for_amax(amax)})
+      ASSERT_EQ(block_scale_code(amax, 1.0f / s), e4m4_encode(amax / s)) << amax << " " << s;
+  }
+}
+}  // namespace
+}  // namespace kbit
