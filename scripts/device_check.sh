@@ -3,7 +3,8 @@
 # register/spill report, benchmarks. Writes logs and JSON under $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/kbit-out}
-mkdir -p "$OUT"
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
 cd "$(dirname "$0")/.."
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 
@@ -12,29 +13,32 @@ COMMIT=${KBIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknow
 log "date: $(date -u +%FT%TZ) commit: $COMMIT"
 
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBIT_GIT_COMMIT="$COMMIT" \
-  -DCMAKE_CUDA_FLAGS="-Xptxas=-v" > "$OUT/configure.log" 2>&1 || { log "configure failed"; tail -30 "$OUT/configure.log"; exit 1; }
-if ! ninja -C build-dev > "$OUT/build.log" 2>&1; then log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; fi
-grep -E "ptxas info|spill" "$OUT/build.log" | grep -B1 -E "spill stores|Used" | grep -E "Compiling|Used|spill" > "$OUT/ptxas.txt" || true
-log "spills: $(grep -c -E '[1-9][0-9]* bytes spill' "$OUT/ptxas.txt") kernels with nonzero spill bytes"
+  -DCMAKE_CUDA_FLAGS="-Xptxas=-v" > "$LOGS/configure.log" 2>&1 || { log "configure failed"; tail -30 "$LOGS/configure.log"; exit 1; }
+if ! ninja -C build-dev > "$LOGS/build.log" 2>&1; then log "build failed"; grep -E "error" "$LOGS/build.log" | head -30; exit 1; fi
+grep -E "ptxas info|spill" "$LOGS/build.log" | grep -B1 -E "spill stores|Used" | grep -E "Compiling|Used|spill" > "$LOGS/ptxas.txt" || true
+log "spills: $(grep -c -E '[1-9][0-9]* bytes spill' "$LOGS/ptxas.txt") kernels with nonzero spill bytes"
 
 log "GPU tests"
-(cd build-dev && ctest -L gpu --output-on-failure --timeout 600) > "$OUT/ctest_gpu.log" 2>&1
-tail -5 "$OUT/ctest_gpu.log" | tee -a "$OUT/summary.txt"
-grep -E "Failed|FAILED" "$OUT/ctest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
+(cd build-dev && ctest -L gpu --output-on-failure --timeout 600) > "$LOGS/ctest_gpu.log" 2>&1
+tail -5 "$LOGS/ctest_gpu.log" | tee -a "$OUT/summary.txt"
+grep -E "Failed|FAILED" "$LOGS/ctest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
 
 log "benchmark: kbit bench format"
 build-dev/kbit bench format --json "$OUT/format_bench.jsonl" > "$OUT/format_bench.txt" 2>&1
 cat "$OUT/format_bench.txt" | tee -a "$OUT/summary.txt"
 log "demo on the GPU"
-build-dev/kbit demo --out /tmp/kbit-demo > "$OUT/demo.txt" 2>&1; tail -8 "$OUT/demo.txt" | tee -a "$OUT/summary.txt"
+build-dev/kbit demo --out /tmp/kbit-demo > "$LOGS/demo.txt" 2>&1; tail -8 "$LOGS/demo.txt" | tee -a "$OUT/summary.txt"
 
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
   F='--gtest_filter=-GpuFormat.LargeEmbedding*'
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$OUT/memcheck.log" 2>&1
-  log "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$LOGS/memcheck.log" 2>&1
+  log "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$LOGS/memcheck.log" | tail -1)"
   timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
-    --gtest_filter='GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*' > "$OUT/racecheck.log" 2>&1
-  log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)"
+    --gtest_filter='GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*' > "$LOGS/racecheck.log" 2>&1
+  log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/racecheck.log" | tail -1)"
 fi
 
+cuobjdump -sass build-dev/CMakeFiles/kbit.dir/src/cuda/quantize.cu.o > "$LOGS/quantize.sass" 2>&1 || true
+cuobjdump -sass build-dev/CMakeFiles/kbit.dir/src/cuda/dequantize.cu.o > "$LOGS/dequantize.sass" 2>&1 || true
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
