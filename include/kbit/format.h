@@ -177,12 +177,16 @@ inline constexpr float kBucketWidth = 1.0f / 64.0f;
 // Fast path, for a block with code != 0 of a `fast` codebook and y = x / s exact.
 // Bucketed: the approximate u picks a bucket whose start count is certain; one exact
 // compare with the code's y-threshold settles the only threshold that may lie near u.
+KBIT_HD uint32_t bucketed_position(const uint8_t* bucket, const float* code_thresholds, float y, float inv_dec) {
+  const uint32_t pos = bucket[u_bucket(y * inv_dec)];
+  return pos + (code_thresholds[pos] < y ? 1u : 0u);
+}
+
 template <int kLevels = 0>
 KBIT_HD uint32_t quantize_index_fast(const QuantizeRule& rule, const float* code_thresholds, float y, float inv_dec) {
   int pos;
   if (rule.bucketed) {
-    pos = rule.bucket[u_bucket(y * inv_dec)];
-    pos += code_thresholds[pos] < y ? 1 : 0;
+    pos = int(bucketed_position(rule.bucket, code_thresholds, y, inv_dec));
   } else {
     pos = 0;
     const int levels = kLevels ? kLevels : rule.levels;

@@ -104,6 +104,9 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
   const float s = nonfinite ? 1.0f : tensor_scale_for_amax(__uint_as_float(amax_bits));
   const float inv_s = __fdiv_rn(1.0f, s);  // exact: a power of two
   const bool y_may_underflow = s > 1.0f;
+  // Exact bucketed thresholds, sorted distinct levels, y = x/s exact: one bucket load,
+  // one threshold compare per element.
+  const bool hot_rule = rule.fast && rule.bucketed && rule.identity && !y_may_underflow;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     meta->tensor_scale = s;
     meta->status = nonfinite ? kStatusNonFinite : kStatusOk;
@@ -143,11 +146,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
 
     // indices as bytes: lo holds elements 0..3, hi elements 4..7
     uint32_t lo = 0, hi = 0;
-    if (rule.fast && code != 0 && !y_may_underflow) {  // the whole block on the fast path, branch-free
+    if (hot_rule && code != 0) {  // built-in codebooks: the whole block branch-free
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        lo |= quantize_index_fast<kLevels>(rule, row, __fmul_rn(v[i], inv_s), inv_dec) << (8 * i);
-        hi |= quantize_index_fast<kLevels>(rule, row, __fmul_rn(v[i + 4], inv_s), inv_dec) << (8 * i);
+        lo |= bucketed_position(rule.bucket, row, __fmul_rn(v[i], inv_s), inv_dec) << (8 * i);
+        hi |= bucketed_position(rule.bucket, row, __fmul_rn(v[i + 4], inv_s), inv_dec) << (8 * i);
       }
     } else {
 #pragma unroll
