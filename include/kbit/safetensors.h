@@ -43,6 +43,9 @@ class SafetensorsFile {
   const TensorInfo& at(std::string_view name) const;  // throws if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   std::span<const std::byte> bytes(const TensorInfo& t) const;
+  // Drops a tensor's pages from this process (they stay in the page cache): keeps
+  // the resident size of a pass over a large checkpoint at about one tensor.
+  void release(const TensorInfo& t) const;
   // A 2-D float tensor as a view (1-D tensors are one row). Throws for other ranks.
   TensorView view(const TensorInfo& t) const;
   uint64_t file_size() const { return size_; }

@@ -159,6 +159,13 @@ const TensorInfo& SafetensorsFile::at(std::string_view name) const {
 std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& t) const {
   return {map_ + data_start_ + t.begin, size_t(t.bytes())};
 }
+void SafetensorsFile::release(const TensorInfo& t) const {
+  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (data_start_ + t.begin) / page * page;
+  const uint64_t end = data_start_ + t.end;
+  if (end > begin) ::madvise(const_cast<std::byte*>(map_) + begin, end - begin, MADV_DONTNEED);
+}
+
 TensorView SafetensorsFile::view(const TensorInfo& t) const {
   KBIT_REQUIRE(t.shape.size() == 1 || t.shape.size() == 2, path_, ": tensor '", t.name, "' has rank ", t.shape.size(),
                ", expected 1 or 2");

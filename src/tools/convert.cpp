@@ -184,6 +184,7 @@ ConvertReport convert_checkpoint(const std::string& in, const std::string& out, 
           for (const char* suffix : {".kbit_packed", ".kbit_absmax", ".kbit_codebook"})
             weight_map[t.name + suffix] = shard_name;
         }
+        shard.release(t);
         report.input_bytes += tr.original_bytes;
         report.output_bytes += tr.stored_bytes;
         report.tensors.push_back(std::move(tr));

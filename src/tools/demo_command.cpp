@@ -26,17 +26,18 @@ struct DemoTensor {
   int64_t rows, cols;
 };
 
-std::vector<DemoTensor> demo_tensors(const ModelShapes& m) {
+std::vector<DemoTensor> demo_tensors(const ModelShapes& m, int layers) {
   std::vector<DemoTensor> out;
-  for (const auto& p : m.projections) {
-    if (p.experts > 1) {
-      // The experts one token is routed to: enough to show the shapes, not the whole model.
-      for (int e = 0; e < p.active; ++e)
-        out.push_back({detail::concat("model.layers.0.mlp.experts.", e, ".", p.name, ".weight"), p.name, p.N, p.K});
-    } else {
-      out.push_back({detail::concat("model.layers.0.", p.name, ".weight"), p.name, p.N, p.K});
+  for (int l = 0; l < layers; ++l)
+    for (const auto& p : m.projections) {
+      if (p.experts > 1) {
+        // The experts one token is routed to: enough to show the shapes, not the whole model.
+        for (int e = 0; e < p.active; ++e)
+          out.push_back({detail::concat("model.layers.", l, ".mlp.experts.", e, ".", p.name, ".weight"), p.name, p.N, p.K});
+      } else {
+        out.push_back({detail::concat("model.layers.", l, ".", p.name, ".weight"), p.name, p.N, p.K});
+      }
     }
-  }
   return out;
 }
 
@@ -57,8 +58,8 @@ void fill_weights(std::vector<uint16_t>& w, int64_t rows, int64_t cols, uint64_t
   });
 }
 
-void write_checkpoint(const fs::path& file, const ModelShapes& m) {
-  const auto tensors = demo_tensors(m);
+void write_checkpoint(const fs::path& file, const ModelShapes& m, int layers) {
+  const auto tensors = demo_tensors(m, layers);
   const int64_t hidden = m.projections.front().K;
   io::SafetensorsWriter w(file.string());
   w.declare("model.layers.0.input_layernorm.weight", DType::bf16, {hidden});
@@ -77,16 +78,16 @@ void write_checkpoint(const fs::path& file, const ModelShapes& m) {
 }
 
 void run_demo(const std::string& model_key, const std::string& out_dir, const std::vector<int>& bits_list,
-              const std::string& device) {
+              const std::string& device, int layers) {
   const ModelShapes& m = model_shapes(model_key);
   fs::path dir = out_dir.empty() ? fs::temp_directory_path() / "kbit-demo" : fs::path(out_dir);
   fs::create_directories(dir);
   const fs::path original = dir / "original.safetensors";
-  std::printf("kbit demo: one transformer block of %s\n  %s\n", m.key.c_str(), m.source.c_str());
+  std::printf("kbit demo: %d transformer block(s) of %s\n  %s\n", layers, m.key.c_str(), m.source.c_str());
   std::printf("device: %s\n", cuda::device_available() ? cuda::device_description().c_str()
                                                          : "none (CPU reference path)");
   std::printf("writing synthetic bf16 weights (N(0, 0.02^2), 0.1%% outliers at 10x) to %s\n", original.c_str());
-  write_checkpoint(original, m);
+  write_checkpoint(original, m, layers);
 
   ConvertOptions opt;
   opt.overwrite = true;
@@ -101,7 +102,7 @@ void run_demo(const std::string& model_key, const std::string& out_dir, const st
     reports[k] = convert_checkpoint(original.string(), out.string(), opt);
   }
 
-  const auto tensors = demo_tensors(m);
+  const auto tensors = demo_tensors(m, layers);
   std::printf("\n%-12s %8s %6s", "projection", "N x K", "count");
   for (int k : bits_list) std::printf("   SQNR k=%d", k);
   std::printf("\n");
@@ -146,6 +147,7 @@ void add_demo_command(CLI::App& app) {
   struct Args {
     std::string model = "qwen3_coder_next", out, device = "auto";
     std::vector<int> bits{2, 3, 4, 5};
+    int layers = 1;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("demo", "Quantize a synthetic transformer block at k = 2..5 and report (default)");
@@ -153,10 +155,12 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "folder for the files (default: $TMPDIR/kbit-demo)");
   cmd->add_option("--bits", args->bits, "bit widths")->delimiter(',')->capture_default_str();
   cmd->add_option("--device", args->device, "auto, cpu or gpu")->capture_default_str();
+  cmd->add_option("--layers", args->layers, "transformer blocks in the synthetic checkpoint")->capture_default_str();
   cmd->callback([args] {
     for (int k : args->bits) require_supported_bits(k);
     KBIT_REQUIRE(!args->bits.empty(), "--bits: give at least one bit width");
-    run_demo(args->model, args->out, args->bits, args->device);
+    KBIT_REQUIRE(args->layers >= 1 && args->layers <= 1000, "--layers must be 1..1000, got ", args->layers);
+    run_demo(args->model, args->out, args->bits, args->device, args->layers);
   });
 }
 
