@@ -7,10 +7,11 @@
 // element is a k-step binary search in its block code's row of the codebook's
 // threshold table (QuantizeRule in format.h), held in shared memory; bit planes
 // are gathered with one multiply per 4 indices.
-// Launch shape: one warp per segment of 256 elements (8 blocks) of a row; lane L
-// holds elements 8L..8L+7 (one 16-byte load for 16-bit input), the 4 lanes of a
-// block reduce its absmax and assemble its bit planes with two xor-shuffles.
-// Grid: 8 CTAs of 256 threads per SM, grid-stride over segments.
+// Launch shape: absmax_kernel streams the input (four 16-byte loads in flight
+// per thread); quantize_kernel runs one thread per 32-element block (four
+// 16-byte loads for 16-bit input), so the block's absmax, E4M4 code and bit
+// planes need no cross-lane traffic; consecutive threads write consecutive
+// blocks' words. Both: 256 threads per CTA, up to 8 CTAs per SM, grid-stride.
 // Speed: see BENCHMARKS.md ("format kernels").
 #include <map>
 #include <mutex>
@@ -84,6 +85,18 @@ __global__ void __launch_bounds__(kThreads) absmax_kernel(const T* __restrict__ 
   if (lane == 0 && m) atomicMax(&meta->amax_bits, m);
 }
 
+// 32 consecutive elements (one block) of a row as floats; past `cols` reads 0.
+template <typename T>
+__device__ __forceinline__ void load_block(const T* row, int64_t c0, int64_t cols, bool vec, float (&v)[32]) {
+#pragma unroll
+  for (int j = 0; j < 32; j += 8) {
+    float part[8];
+    detail::load8(row, c0 + j, cols, vec, part);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[j + i] = part[i];
+  }
+}
+
 template <typename T, int BITS>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict__ w, int64_t stride, Geometry g, bool vec,
                                                             QuantizeRule rule_param,
@@ -112,75 +125,69 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const T* __restrict_
     meta->status = nonfinite ? kStatusNonFinite : kStatusOk;
   }
 
-  const int lane = threadIdx.x & 31, quad = lane & 3;
-  const int64_t nb = g.blocks_per_row();
-  const Segments seg(g);
-  const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
-  // (row, segment in row) advance by a fixed step: no 64-bit division inside the loop
-  const int64_t first = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
-  const int64_t step_rows = warps / seg.per_row, step_segs = warps - step_rows * seg.per_row;
-  int64_t r = first / seg.per_row, seg_in_row = first - r * seg.per_row;
-  Raw8<T> next;  // the following segment's elements, loaded one iteration ahead
-  if (first < seg.total) detail::load_raw8(w + r * stride, seg_in_row * kSegmentCols + lane * 8, g.cols, vec, next);
-  for (int64_t sg = first; sg < seg.total; sg += warps) {
-    float v[8];
-    detail::unpack_raw8(next, v);
-    const int64_t row_now = r, seg_now = seg_in_row;
-    seg_in_row += step_segs;
-    r += step_rows;
-    if (seg_in_row >= seg.per_row) seg_in_row -= seg.per_row, ++r;
-    if (sg + warps < seg.total)
-      detail::load_raw8(w + r * stride, seg_in_row * kSegmentCols + lane * 8, g.cols, vec, next);
-
+  // One thread per block; (row, block) advance by a fixed step, no 64-bit division in the loop.
+  const int64_t nb = g.blocks_per_row(), blocks = g.blocks();
+  const int64_t threads = int64_t(gridDim.x) * kThreads;
+  const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t step_rows = threads / nb, step_blocks = threads - step_rows * nb;
+  int64_t r = first / nb, b = first - r * nb;
+  for (int64_t slot = first; slot < blocks; slot += threads) {
+    float v[32];
+    load_block(w + r * stride, b * kBlockSize, g.cols, vec, v);
     float amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(v[j]));
     const uint32_t code = block_scale_code(amax, inv_s);
-    const float divisor = index_divisor(s, code);
     const float* row = thresholds + code * kLevels;
-
     float inv_dec;  // only steers the bucket choice (margin 2^-12): an approximate reciprocal is enough
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv_dec) : "f"(e4m4_decode(code)));
 
-    // indices as bytes: lo holds elements 0..3, hi elements 4..7
-    uint32_t lo = 0, hi = 0;
+    uint32_t idx4[8];  // indices as bytes, four per word: idx4[q] byte i = element 4q + i
     if (hot_rule && code != 0) {  // built-in codebooks: the whole block branch-free
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        lo |= bucketed_position(rule.bucket, row, __fmul_rn(v[i], inv_s), inv_dec) << (8 * i);
-        hi |= bucketed_position(rule.bucket, row, __fmul_rn(v[i + 4], inv_s), inv_dec) << (8 * i);
+      for (int q = 0; q < 8; ++q) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          word |= bucketed_position(rule.bucket, row, __fmul_rn(v[4 * q + i], inv_s), inv_dec) << (8 * i);
+        idx4[q] = word;
       }
     } else {
+      const float divisor = index_divisor(s, code);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint32_t idx = quantize_index<kLevels>(rule, row, code, v[i], inv_s, y_may_underflow, divisor, inv_dec);
-        if (i < 4) lo |= idx << (8 * i);
-        else hi |= idx << (8 * (i - 4));
+      for (int q = 0; q < 8; ++q) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          word |= quantize_index<kLevels>(rule, row, code, v[4 * q + i], inv_s, y_may_underflow, divisor, inv_dec)
+                  << (8 * i);
+        idx4[q] = word;
       }
     }
 
-    // plane t of these 8 elements: bit t of each byte gathered into a nibble by one multiply
+    // plane t: bit t of each index byte, gathered 4 at a time into a nibble by one multiply
     uint32_t plane[BITS];
 #pragma unroll
     for (int t = 0; t < BITS; ++t) {
-      const uint32_t byte = ((((lo >> t) & 0x01010101u) * 0x10204080u) >> 28) |
-                            (((((hi >> t) & 0x01010101u) * 0x10204080u) >> 28) << 4);
-      uint32_t part = byte << (8 * quad);
-      part |= __shfl_xor_sync(0xffffffffu, part, 1);
-      part |= __shfl_xor_sync(0xffffffffu, part, 2);
-      plane[t] = nonfinite ? 0u : part;
-    }
-
-    const int64_t b = seg_now * kSegmentBlocks + (lane >> 2);
-    if (b < nb) {
-      const int64_t slot = row_now * nb + b;
+      uint32_t p = 0;
 #pragma unroll
-      for (int t = 0; t < BITS; ++t)
-        if ((t & 3) == quad) words[slot * BITS + t] = plane[t];
-      if (quad == 0) scales[slot] = nonfinite ? 0 : uint8_t(code);
+      for (int q = 0; q < 8; ++q) p |= ((((idx4[q] >> t) & 0x01010101u) * 0x10204080u) >> 28) << (4 * q);
+      plane[t] = nonfinite ? 0u : p;
     }
+    uint32_t* out = words + slot * BITS;
+    if constexpr (BITS == 4) {
+      *reinterpret_cast<uint4*>(out) = make_uint4(plane[0], plane[1], plane[2], plane[3]);
+    } else if constexpr (BITS == 2) {
+      *reinterpret_cast<uint2*>(out) = make_uint2(plane[0], plane[1]);
+    } else {
+#pragma unroll
+      for (int t = 0; t < BITS; ++t) out[t] = plane[t];
+    }
+    scales[slot] = nonfinite ? 0 : uint8_t(code);
+
+    b += step_blocks;
+    r += step_rows;
+    if (b >= nb) b -= nb, ++r;
   }
 }
 
@@ -220,12 +227,13 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out, cudaStream_t strea
   const float* thresholds = device_thresholds(out.codebook(), stream);
   const bool vec = detail::aligned16(w.data, w.stride(), dtype_size(w.dtype));
   const Segments seg(g);
-  const unsigned grid = detail::grid_for(seg.total * 32, kThreads);
+  const unsigned grid_absmax = detail::grid_for(seg.total * 32, kThreads);
+  const unsigned grid = detail::grid_for(g.blocks(), kThreads);
   DeviceMeta* meta = out.device_meta();
   detail::check_cuda(cudaMemsetAsync(&meta->amax_bits, 0, sizeof(uint32_t), stream), "quantize: clearing absmax");
   detail::dispatch_float(w.dtype, [&]<typename T>() {
     const T* data = static_cast<const T*>(w.data);
-    absmax_kernel<T><<<grid, kThreads, 0, stream>>>(data, w.stride(), g, vec, meta);
+    absmax_kernel<T><<<grid_absmax, kThreads, 0, stream>>>(data, w.stride(), g, vec, meta);
     detail::check_launch("quantize: absmax kernel");
     detail::dispatch_bits(g.bits, [&]<int BITS>() {
       const size_t smem = sizeof(float) * 256 * (1 << BITS);  // 32 KB at k = 5: under the default 48 KB
