@@ -160,19 +160,22 @@ struct NearestLevel {
 struct QuantizeRule {
   NearestLevel nearest;                // the definition, for the slow cases
   uint8_t first_index[kMaxLevels];     // codebook index of sorted distinct level d
-  uint8_t bucket[256];                 // bucket b of u: sorted levels certainly below it (see below)
+  uint8_t bucket[128];                 // bucket b of u: sorted levels certainly below it (see below)
   int levels;                          // 2^k: row length of the threshold table
   int fast;                            // 1 when the threshold path is exact for this codebook
   int bucketed;                        // 1 when every bucket holds at most one uncertain threshold
   int identity;                        // 1 when first_index[d] == d (sorted, distinct codebooks)
 };
 
-// Bucket of an approximate u = y / e4m4(c): round(u * 64) + 128, as the low byte of
-// a float whose magic offset (1.5 * 2^23 + 128) puts the rounded integer in the mantissa.
+// Bucket of an approximate u = y / e4m4(c), |u| <= 1.5: round(u * 32) + 64, as the low
+// bits of a float whose magic offset (1.5 * 2^23 + 64) puts the rounded integer in the
+// mantissa. 128 one-byte buckets fill exactly the 32 shared-memory banks, so a warp's
+// lookups never conflict.
+inline constexpr int kBuckets = 128;
+inline constexpr float kBucketWidth = 1.0f / 32.0f;
 KBIT_HD uint32_t u_bucket(float u_approx) {
-  return detail::float_bits(fmaf(u_approx, 64.0f, 12583040.0f)) & 0xffu;
+  return detail::float_bits(fmaf(u_approx, 32.0f, 12582976.0f)) & uint32_t(kBuckets - 1);
 }
-inline constexpr float kBucketWidth = 1.0f / 64.0f;
 
 // Fast path, for a block with code != 0 of a `fast` codebook and y = x / s exact.
 // Bucketed: the approximate u picks a bucket whose start count is certain; one exact

@@ -59,7 +59,7 @@ QuantizeTables build(const Codebook& cb) {
       return a < b || (a == b && lower_wins_ties);
     }));
   }
-  // Buckets of u (width 1/64, bucket b centred on (b - 128) / 64): the count of
+  // Buckets of u (width 1/32, bucket b centred on (b - 64) / 32): the count of
   // thresholds certainly below the bucket, widened by a margin far above the error of
   // the approximate u; usable when no bucket's widened range holds two thresholds.
   r.identity = nl.distinct == r.levels ? 1 : 0;
@@ -67,8 +67,8 @@ QuantizeTables build(const Codebook& cb) {
     if (nl.first_index[d] != d) r.identity = 0;
   r.bucketed = r.fast;
   const double margin = 1.0 / 4096;
-  for (int b = 0; b < 256; ++b) {
-    const double lo = (b - 128 - 0.5) * double(kBucketWidth) - margin, hi = lo + double(kBucketWidth) + 2 * margin;
+  for (int b = 0; b < kBuckets; ++b) {
+    const double lo = (b - kBuckets / 2 - 0.5) * double(kBucketWidth) - margin, hi = lo + double(kBucketWidth) + 2 * margin;
     int below = 0, inside = 0;
     for (float t : u_threshold) {
       if (double(t) < lo) ++below;
