@@ -9,7 +9,8 @@
 // looks levels up in shared memory. Its 32 outputs go to a swizzled per-warp
 // staging area, from which the warp writes 16-byte chunks of 32 consecutive
 // blocks together (coalesced writes). 256 threads per CTA, grid-stride.
-// Speed: see BENCHMARKS.md ("format kernels").
+// Measured (H200, 2026-11-29, 16384 x 16384, k=4, flat): bf16 output 187-189 us =
+// 3.59-3.63 TB/s (82% of 4.40, 1.3x cudaMemcpy); f32 output 338-342 us; BENCHMARKS.md.
 #include "common.cuh"
 #include "kbit/cuda.h"
 

@@ -1,7 +1,8 @@
 // GPU repack between layouts (flat <-> tiled_k64), bit-exact with the CPU.
 // One thread per destination slot: it copies the k words and the scale byte of
 // the block that slot holds, or writes zeros for a padding slot, so every byte
-// of the destination is written. Memory-bound; see BENCHMARKS.md.
+// of the destination is written. Measured (H200, 2026-11-29, 16384 x 16384):
+// 93-255 us for k = 2..5, 1.4-1.9 TB/s; a load-time operation, not tuned further.
 #include "common.cuh"
 #include "kbit/cuda.h"
 
