@@ -46,8 +46,19 @@ struct ConvertReport {
 // The default rule: 2-D projection weights of transformer layers
 // ("...layers.3.self_attn.q_proj.weight"), not norms, embeddings or routers.
 bool is_default_quantized(const std::string& name);
-// Which bit width `name` gets under the options, or nullopt to copy it.
-std::optional<int> planned_bits(const ConvertOptions& o, const std::string& name, int rank, bool is_float);
+// Which tensors get quantized, at which bit width: the options' patterns
+// compiled once (an invalid pattern or bit width is an Error naming it).
+class TensorSelector {
+ public:
+  explicit TensorSelector(const ConvertOptions& o);
+  // The bit width for `name`, or nullopt to copy it unchanged.
+  std::optional<int> bits_for(const std::string& name, int rank, bool is_float) const;
+
+ private:
+  int default_bits_;
+  std::vector<std::pair<std::regex, int>> bits_for_;
+  std::vector<std::regex> include_, exclude_;
+};
 
 // progress(done, total, name) is called before each tensor.
 using Progress = std::function<void(size_t, size_t, const std::string&)>;

@@ -30,28 +30,18 @@ __global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sin
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads alive, practically never stores
 }
 
-__global__ void fill_random_kernel(uint16_t* p, size_t n, uint32_t seed, bool is_bf16) {
+// Uniform +-0.05 from a hash of the index: random, never all zero, reproducible.
+template <typename T>
+__global__ void fill_random_kernel(T* p, size_t n, uint32_t seed) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
     h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-    const float u = (float(h & 0xffffff) / 16777216.0f - 0.5f) * 0.1f;  // uniform +-0.05, never all-zero
-    p[i] = is_bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(u)) : __half_as_ushort(__float2half_rn(u));
-  }
-}
-
-__global__ void fill_random_f32_kernel(float* p, size_t n, uint32_t seed) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-    p[i] = (float(h & 0xffffff) / 16777216.0f - 0.5f) * 0.1f;
+    p[i] = cuda::detail::Element<T>::from_float((float(h & 0xffffff) / 16777216.0f - 0.5f) * 0.1f);
   }
 }
 
 void fill_random(void* p, DType t, size_t n, uint32_t seed) {
-  if (t == DType::f32)
-    fill_random_f32_kernel<<<1024, 256>>>(static_cast<float*>(p), n, seed);
-  else
-    fill_random_kernel<<<1024, 256>>>(static_cast<uint16_t*>(p), n, seed, t == DType::bf16);
+  cuda::detail::dispatch_float(t, [&]<typename T>() { fill_random_kernel<T><<<1024, 256>>>(static_cast<T*>(p), n, seed); });
   cuda::detail::check_launch("bench: fill");
 }
 

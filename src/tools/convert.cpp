@@ -29,9 +29,8 @@ std::regex compile(const std::string& pattern) {
   }
 }
 
-bool matches_any(const std::vector<std::string>& patterns, const std::string& name) {
-  return std::any_of(patterns.begin(), patterns.end(),
-                     [&](const std::string& p) { return std::regex_search(name, compile(p)); });
+bool matches_any(const std::vector<std::regex>& patterns, const std::string& name) {
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::regex& p) { return std::regex_search(name, p); });
 }
 
 // Quantizes tensors on the GPU, reusing one device input buffer.
@@ -90,27 +89,31 @@ bool is_default_quantized(const std::string& name) {
          !std::regex_search(name, skip);
 }
 
-std::optional<int> planned_bits(const ConvertOptions& o, const std::string& name, int rank, bool is_float) {
+TensorSelector::TensorSelector(const ConvertOptions& o) : default_bits_(o.bits) {
+  require_supported_bits(o.bits);
+  for (const auto& [p, k] : o.bits_for) {
+    KBIT_REQUIRE(is_supported_bits(k), "--bits-for '", p, "=", k, "': unsupported bit width (kbit supports 2..5)");
+    bits_for_.emplace_back(compile(p), k);
+  }
+  for (const auto& p : o.include) include_.push_back(compile(p));
+  for (const auto& p : o.exclude) exclude_.push_back(compile(p));
+}
+
+std::optional<int> TensorSelector::bits_for(const std::string& name, int rank, bool is_float) const {
   if (rank != 2 || !is_float) return std::nullopt;
-  if (matches_any(o.exclude, name)) return std::nullopt;
-  if (!is_default_quantized(name) && !matches_any(o.include, name)) return std::nullopt;
-  int bits = o.bits;
-  for (const auto& [pattern, k] : o.bits_for)
-    if (std::regex_search(name, compile(pattern))) bits = k;
+  if (matches_any(exclude_, name)) return std::nullopt;
+  if (!is_default_quantized(name) && !matches_any(include_, name)) return std::nullopt;
+  int bits = default_bits_;
+  for (const auto& [pattern, k] : bits_for_)
+    if (std::regex_search(name, pattern)) bits = k;
   return bits;
 }
 
 ConvertReport convert_checkpoint(const std::string& in, const std::string& out, const ConvertOptions& o,
                                  const Progress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  require_supported_bits(o.bits);
+  const TensorSelector selector(o);
   Codebook::named(o.codebook, o.bits);  // validates the name
-  for (const auto& [p, k] : o.bits_for) {
-    compile(p);
-    KBIT_REQUIRE(is_supported_bits(k), "--bits-for '", p, "=", k, "': unsupported bit width (kbit supports 2..5)");
-  }
-  for (const auto& p : o.include) compile(p);
-  for (const auto& p : o.exclude) compile(p);
 
   ConvertReport report;
   report.used_gpu = o.device == DevicePolicy::gpu || (o.device == DevicePolicy::automatic && cuda::device_available());
@@ -135,7 +138,7 @@ ConvertReport convert_checkpoint(const std::string& in, const std::string& out, 
       io::SafetensorsWriter writer(file.string());
       std::vector<std::optional<int>> bits;
       for (const auto& t : shard.tensors()) {
-        bits.push_back(planned_bits(o, t.name, int(t.shape.size()), is_weight_float(t.dtype)));
+        bits.push_back(selector.bits_for(t.name, int(t.shape.size()), is_weight_float(t.dtype)));
         if (bits.back() && t.numel() == 0) bits.back().reset();
         if (bits.back())
           io::declare_quantized(writer, t.name, t.shape[0], t.shape[1], *bits.back());
