@@ -23,11 +23,24 @@ log "GPU tests"
 tail -5 "$LOGS/ctest_gpu.log" | tee -a "$OUT/summary.txt"
 grep -E "Failed|FAILED" "$LOGS/ctest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
 
-log "benchmark: kbit bench format"
-build-dev/kbit bench format --json "$OUT/format_bench.jsonl" > "$OUT/format_bench.txt" 2>&1
-cat "$OUT/format_bench.txt" | tee -a "$OUT/summary.txt"
-log "demo on the GPU"
-build-dev/kbit demo --out /tmp/kbit-demo > "$LOGS/demo.txt" 2>&1; tail -8 "$LOGS/demo.txt" | tee -a "$OUT/summary.txt"
+if [ "${KBIT_SKIP_FORMAT:-0}" != 1 ]; then
+  log "benchmark: kbit bench format"
+  build-dev/kbit bench format --json "$OUT/format_bench.jsonl" > "$OUT/format_bench.txt" 2>&1
+  cat "$OUT/format_bench.txt" | tee -a "$OUT/summary.txt"
+  log "demo on the GPU"
+  build-dev/kbit demo --out /tmp/kbit-demo > "$LOGS/demo.txt" 2>&1; tail -8 "$LOGS/demo.txt" | tee -a "$OUT/summary.txt"
+fi
+
+log "timing-core calibration: kbit bench calibrate"
+build-dev/kbit bench calibrate > "$OUT/calibrate.txt" 2>&1
+log "calibrate rc=$?"; cat "$OUT/calibrate.txt" | tee -a "$OUT/summary.txt"
+
+# The model tables (the full set by default; KBIT_BENCH_ARGS narrows it).
+BENCH_ARGS=${KBIT_BENCH_ARGS:---model all --m 1,2,4,8,16,32,64,512,4096 --bits 2,3,4,5}
+log "benchmark: kbit bench $BENCH_ARGS"
+build-dev/kbit bench $BENCH_ARGS --json "$OUT/bench.jsonl" --svg "$OUT/bench_glm47_q.svg" \
+  > "$OUT/bench.txt" 2> "$LOGS/bench_progress.txt"
+log "bench rc=$?"; tail -60 "$OUT/bench.txt"
 
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"

@@ -7,6 +7,20 @@
 #include "cuda/common.cuh"
 
 namespace kbit::bench {
+namespace {
+
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcs(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads alive; practically never stores
+}
+
+__global__ void empty_kernel() {}
+
+}  // namespace
 
 using cuda::detail::check_cuda;
 
@@ -65,6 +79,29 @@ DeviceInfo device_info() {
   d.l2_bytes = size_t(p.l2CacheSize);
   cudaRuntimeGetVersion(&d.cuda_runtime);
   return d;
+}
+
+double measure_read_tbps() {
+  const size_t bytes = size_t(4) << 30;
+  Buffer a = Buffer::allocate(Memory::device, bytes), sink = Buffer::allocate(Memory::device, 4);
+  check_cuda(cudaMemset(a.data(), 1, bytes), "bench: memset");
+  const int blocks = device_info().sms * 8;
+  TimingOptions o;
+  o.calls_per_graph = 2;
+  o.replays = 3;
+  o.repeats = 7;
+  const Timing t = time_graph([&](cudaStream_t s, int) {
+    read_kernel<<<blocks, 512, 0, s>>>(static_cast<const uint4*>(a.data()), bytes / 16, static_cast<uint32_t*>(sink.data()));
+  }, o);
+  return double(bytes) / t.median_us / 1e6;
+}
+
+double measure_launch_floor_us() {
+  TimingOptions o;
+  o.calls_per_graph = 100;
+  o.replays = 10;
+  o.repeats = 11;
+  return time_graph([](cudaStream_t s, int) { empty_kernel<<<1, 32, 0, s>>>(); }, o).median_us;
 }
 
 int buffers_to_defeat_l2(size_t bytes_per_call) {

@@ -39,4 +39,8 @@ struct DeviceInfo {
 };
 DeviceInfo device_info();
 
+// The roofline references, measured in the run that uses them.
+double measure_read_tbps();       // streaming read of 4 GiB (xor-reduce), TB/s
+double measure_launch_floor_us();  // one empty kernel per call, graph-replayed, us per call
+
 }  // namespace kbit::bench

@@ -1,0 +1,324 @@
+// The backends of `kbit bench` and the loop that times and validates them.
+// Each case: random inputs (hash-generated bf16, never zeros), weights and
+// activations copied into enough buffer sets that one graph's calls exceed 3x
+// L2, outputs poisoned (NaN) before the run, then the sampled output rows
+// compared with an fp64 reference computed from the exact operands the
+// backend multiplies (for kbit: the dequantized weights).
+#include "bench/linear_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <memory>
+
+#include "bench/cublas_gemm.h"
+#include "cpu/parallel.h"
+#include "cuda/common.cuh"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/shapes.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+// Uniform in [-scale, scale), from a hash of (index, seed): reproducible, never all zero.
+float hash_uniform(uint64_t i, uint32_t seed, float scale) {
+  uint64_t h = i * 0x9e3779b97f4a7c15ull ^ (uint64_t(seed) << 32 | seed);
+  h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29, h *= 0x94d049bb133111ebull, h ^= h >> 32;
+  return (float(h & 0xffffff) / 8388608.0f - 1.0f) * scale;
+}
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
+  std::vector<uint16_t> v(n);
+  cpu::detail::parallel_for(int64_t(n), 1 << 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) v[size_t(i)] = float_to_bf16_bits(hash_uniform(uint64_t(i), seed, scale));
+  });
+  return v;
+}
+
+Buffer upload(const void* p, size_t bytes) {
+  Buffer b = Buffer::allocate(Memory::device, bytes);
+  check_cuda(cudaMemcpy(b.data(), p, bytes, cudaMemcpyHostToDevice), "bench: upload");
+  return b;
+}
+
+Buffer copy_of(const Buffer& src) {
+  Buffer b = Buffer::allocate(Memory::device, src.size());
+  check_cuda(cudaMemcpy(b.data(), src.data(), src.size(), cudaMemcpyDeviceToDevice), "bench: copy");
+  return b;
+}
+
+// Everything a backend needs for one case, on the host.
+struct CaseInputs {
+  LinearCase c;
+  const std::vector<uint16_t>* w = nullptr;  // bf16 [N, K]
+  std::vector<uint16_t> x, r;                // bf16 [M, K], [M, N]
+  const QuantizedMatrix* q = nullptr;        // device, flat (kbit backends)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual bool is_kbit() const { return false; }
+  virtual DType dtype() const { return DType::bf16; }
+  virtual double weight_bytes(const CaseInputs& in) const { return double(in.c.n * in.c.k) * 2; }
+  virtual void prepare(const CaseInputs& in, int sets) = 0;
+  virtual void launch(cudaStream_t s, int set) = 0;
+  virtual std::string config() const = 0;
+  const void* y(int set) const { return y_[size_t(set)].data(); }
+
+ protected:
+  // x, r and y sets in the backend's dtype.
+  void prepare_activations(const CaseInputs& in, int sets) {
+    std::vector<uint16_t> x = in.x, r = in.r;
+    if (dtype() == DType::f16)
+      for (auto* v : {&x, &r})
+        for (auto& e : *v) e = float_to_half_bits(bf16_bits_to_float(e));
+    x_.clear(), r_.clear(), y_.clear();
+    for (int i = 0; i < sets; ++i) {
+      x_.push_back(upload(x.data(), x.size() * 2));
+      if (in.c.residual) r_.push_back(upload(r.data(), r.size() * 2));
+      y_.push_back(Buffer::allocate(Memory::device, size_t(in.c.m * in.c.n) * 2));
+      check_cuda(cudaMemset(y_.back().data(), 0xff, y_.back().size()), "bench: poison");  // NaN in fp16 and bf16
+    }
+  }
+  const void* r_or_null(int set) const { return r_.empty() ? nullptr : r_[size_t(set)].data(); }
+  std::vector<Buffer> x_, r_, y_;
+};
+
+class CublasBackend : public Backend {
+ public:
+  CublasBackend(DType t, bool wrong = false) : dtype_(t), wrong_(wrong) {}
+  std::string name() const override {
+    return wrong_ ? "fixture_wrong" : (dtype_ == DType::bf16 ? "cublas_bf16" : "cublas_fp16");
+  }
+  DType dtype() const override { return dtype_; }
+  void prepare(const CaseInputs& in, int sets) override {
+    prepare_activations(in, sets);
+    std::vector<uint16_t> w = *in.w;
+    if (dtype_ == DType::f16)
+      for (auto& e : w) e = float_to_half_bits(bf16_bits_to_float(e));
+    w_.clear();
+    w_.push_back(upload(w.data(), w.size() * 2));
+    for (int i = 1; i < sets; ++i) w_.push_back(copy_of(w_[0]));
+    // The fixture multiplies only the first half of K: plausible-looking and wrong.
+    gemm_ = std::make_unique<LtGemm>(in.c.m, in.c.n, wrong_ ? in.c.k / 2 : in.c.k, dtype_, in.c.residual);
+  }
+  void launch(cudaStream_t s, int set) override {
+    gemm_->run(x_[size_t(set)].data(), w_[size_t(set)].data(), r_or_null(set), y_[size_t(set)].data(), s);
+  }
+  std::string config() const override { return gemm_ ? gemm_->config() + (wrong_ ? ", K/2 (test fixture)" : "") : ""; }
+
+ private:
+  DType dtype_;
+  bool wrong_;
+  std::vector<Buffer> w_;
+  std::unique_ptr<LtGemm> gemm_;
+};
+
+// The large-M kbit path: dequantize into a bf16 workspace, then cuBLASLt.
+class DequantCublasBackend : public Backend {
+ public:
+  std::string name() const override { return "kbit_dequant_cublas"; }
+  bool is_kbit() const override { return true; }
+  double weight_bytes(const CaseInputs& in) const override { return double(in.q->storage_bytes()); }
+  void prepare(const CaseInputs& in, int sets) override {
+    prepare_activations(in, sets);
+    q_.clear();
+    for (int i = 0; i < sets; ++i) {
+      q_.push_back(QuantizedMatrix::allocate(in.c.n, in.c.k, in.q->codebook(), Layout::flat, Memory::device));
+      check_cuda(cudaMemcpy(q_.back().words(), in.q->words(), size_t(in.q->word_count()) * 4, cudaMemcpyDeviceToDevice), "bench");
+      check_cuda(cudaMemcpy(q_.back().scales(), in.q->scales(), size_t(in.q->scale_count()), cudaMemcpyDeviceToDevice), "bench");
+      check_cuda(cudaMemcpy(q_.back().device_meta(), in.q->device_meta(), sizeof(DeviceMeta), cudaMemcpyDeviceToDevice), "bench");
+    }
+    workspace_ = Buffer::allocate(Memory::device, size_t(in.c.n * in.c.k) * 2);
+    gemm_ = std::make_unique<LtGemm>(in.c.m, in.c.n, in.c.k, DType::bf16, in.c.residual);
+    n_ = in.c.n, k_ = in.c.k, bits_ = in.c.bits;
+  }
+  void launch(cudaStream_t s, int set) override {
+    cuda::dequantize(q_[size_t(set)], MutableTensorView{workspace_.data(), DType::bf16, n_, k_}, s);
+    gemm_->run(x_[size_t(set)].data(), workspace_.data(), r_or_null(set), y_[size_t(set)].data(), s);
+  }
+  std::string config() const override {
+    return "dequantize flat k=" + std::to_string(bits_) + " -> bf16 workspace, " + (gemm_ ? gemm_->config() : "");
+  }
+
+ private:
+  std::vector<QuantizedMatrix> q_;
+  Buffer workspace_;
+  std::unique_ptr<LtGemm> gemm_;
+  int64_t n_ = 0, k_ = 0;
+  int bits_ = 0;
+};
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
+  if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
+  if (name == "kbit_dequant_cublas") return std::make_unique<DequantCublasBackend>();
+  if (name == "fixture_wrong") return std::make_unique<CublasBackend>(DType::bf16, true);
+  std::string known;
+  for (const auto& n : backend_names()) known += " " + n;
+  throw Error("unknown backend '" + name + "' (known:" + known + ")");
+}
+
+// fp64 y rows for the sampled rows, from the exact operands.
+std::vector<double> reference_rows(const CaseInputs& in, const std::vector<float>& w, const std::vector<int64_t>& rows) {
+  const int64_t n = in.c.n, k = in.c.k;
+  std::vector<double> ref(rows.size() * size_t(n));
+  cpu::detail::parallel_for(n, 64, [&](int64_t n0, int64_t n1) {
+    for (size_t ri = 0; ri < rows.size(); ++ri) {
+      const uint16_t* x = in.x.data() + rows[ri] * k;
+      for (int64_t j = n0; j < n1; ++j) {
+        const float* wr = w.data() + j * k;
+        double acc = 0;
+        for (int64_t c = 0; c < k; ++c) acc += double(bf16_bits_to_float(x[c])) * double(wr[c]);
+        if (in.c.residual) acc += double(bf16_bits_to_float(in.r[size_t(rows[ri] * n + j)]));
+        ref[ri * size_t(n) + size_t(j)] = acc;
+      }
+    }
+  });
+  return ref;
+}
+
+void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vector<int64_t>& rows,
+              const std::vector<double>& ref) {
+  const int64_t n = in.c.n;
+  std::vector<uint16_t> got(static_cast<size_t>(n));
+  double dot = 0, na = 0, nb = 0, max_abs = 0, max_scaled = 0;
+  bool finite = true;
+  for (size_t ri = 0; ri < rows.size(); ++ri) {
+    check_cuda(cudaMemcpy(got.data(), static_cast<const uint16_t*>(b.y(0)) + rows[ri] * n, size_t(n) * 2,
+                          cudaMemcpyDeviceToHost), "bench: reading y");
+    for (int64_t j = 0; j < n; ++j) {
+      const double y = b.dtype() == DType::f16 ? half_bits_to_float(got[size_t(j)]) : bf16_bits_to_float(got[size_t(j)]);
+      const double r = ref[ri * size_t(n) + size_t(j)];
+      if (!std::isfinite(y)) finite = false;
+      dot += y * r, na += y * y, nb += r * r;
+      max_abs = std::max(max_abs, std::fabs(y - r));
+      max_scaled = std::max(max_scaled, std::fabs(y - r) / (std::fabs(r) + 1));
+    }
+  }
+  row.cosine = (na > 0 && nb > 0) ? dot / std::sqrt(na * nb) : 0;
+  row.max_abs_error = max_abs;
+  row.max_scaled_error = max_scaled;
+  row.valid = finite && row.cosine > 0.999;
+}
+
+}  // namespace
+
+std::vector<std::string> backend_names() {
+  return {"cublas_bf16", "cublas_fp16", "kbit_dequant_cublas", "fixture_wrong"};
+}
+
+std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
+  std::vector<std::string> backend_list = o.backends;
+  if (backend_list.empty()) backend_list = {"cublas_bf16", "cublas_fp16", "kbit_dequant_cublas"};
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const auto& n : backend_list) backends.push_back(make_backend(n));
+  for (int k : o.bits) require_supported_bits(k);
+  for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 65536, "--m values must be 1..65536, got ", m);
+  KBIT_REQUIRE(cuda::device_available(), "kbit bench needs a CUDA GPU: ", cuda::device_description());
+
+  info.device = device_info();
+  info.read_tbps = measure_read_tbps();
+  info.launch_floor_us = measure_launch_floor_us();
+  info.commit = KBIT_GIT_COMMIT;
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  info.date = date;
+
+  std::vector<ModelShapes> models = o.custom_models;
+  for (const auto& key : o.custom_models.empty() ? o.models : std::vector<std::string>{}) {
+    if (key == "all") {
+      for (const auto& m : model_shapes()) models.push_back(m);
+    } else {
+      models.push_back(model_shapes(key));
+    }
+  }
+
+  std::vector<Row> rows;
+  uint32_t seed = 1;
+  for (const auto& model : models)
+    for (const auto& p : model.projections) {
+      LinearCase base;
+      base.model = model.key, base.projection = p.name, base.n = p.N, base.k = p.K;
+      base.experts = p.experts, base.active = p.active, base.per_block = p.per_block, base.residual = p.residual;
+      const std::vector<uint16_t> w = random_bf16(size_t(p.N * p.K), seed++, 0.05f);
+      std::vector<float> w_exact(w.size());
+      for (size_t i = 0; i < w.size(); ++i) w_exact[i] = bf16_bits_to_float(w[i]);
+      // quantized weights (GPU quantize, checked bit-exact against the CPU by the tests) and their exact values
+      std::map<int, QuantizedMatrix> quantized;
+      std::map<int, std::vector<float>> dequantized;
+      const bool any_kbit = std::any_of(backends.begin(), backends.end(), [](auto& b) { return b->is_kbit(); });
+      if (any_kbit) {
+        Buffer wd = upload(w.data(), w.size() * 2);
+        Buffer tmp = Buffer::allocate(Memory::device, w.size() * 4);
+        for (int k : o.bits) {
+          quantized[k] = cuda::quantize(TensorView{wd.data(), DType::bf16, p.N, p.K}, Codebook::bnf(k), nullptr);
+          cuda::dequantize(quantized[k], MutableTensorView{tmp.data(), DType::f32, p.N, p.K}, nullptr);
+          dequantized[k].resize(w.size());
+          check_cuda(cudaMemcpy(dequantized[k].data(), tmp.data(), w.size() * 4, cudaMemcpyDeviceToHost), "bench");
+        }
+      }
+      for (int64_t m : o.ms) {
+        CaseInputs in;
+        in.c = base;
+        in.c.m = m;
+        in.w = &w;
+        in.x = random_bf16(size_t(m * p.K), seed++, 1.0f);
+        if (p.residual) in.r = random_bf16(size_t(m * p.N), seed++, 1.0f);
+        std::vector<int64_t> sample;
+        if (m <= 4) {
+          for (int64_t i = 0; i < m; ++i) sample.push_back(i);
+        } else {
+          sample = {0, 1, m / 2, m - 1};
+        }
+        std::map<int, std::vector<double>> refs;  // 0: bf16 weights; k: kbit weights
+        for (auto& b : backends) {
+          const std::vector<int> bit_list = b->is_kbit() ? o.bits : std::vector<int>{0};
+          for (int bits : bit_list) {
+            Row row;
+            row.c = in.c;
+            row.c.bits = bits;
+            row.backend = b->name();
+            row.is_kbit = b->is_kbit();
+            in.c.bits = bits;
+            in.q = bits ? &quantized[bits] : nullptr;
+            try {
+              if (!refs.count(bits)) refs[bits] = reference_rows(in, bits ? dequantized[bits] : w_exact, sample);
+              const double act = double(m * p.K + m * p.N * (p.residual ? 2 : 1)) * 2;
+              row.bytes = b->weight_bytes(in) + act;
+              row.num_buffers = std::min(buffers_to_defeat_l2(size_t(row.bytes)), 256);
+              b->prepare(in, row.num_buffers);
+              row.config = b->config();
+              TimingOptions t;
+              t.calls_per_graph = std::max(row.num_buffers, 8);
+              const double flops = 2.0 * double(m) * double(p.N) * double(p.K);
+              const double est_us = std::max({row.bytes / 3.5e6, flops / 5e8, 3.0});
+              t.replays = int(std::clamp(2000.0 / (t.calls_per_graph * est_us), 1.0, 100.0));
+              t.repeats = o.repeats;
+              const int sets = row.num_buffers;
+              row.t = time_graph([&](cudaStream_t s, int call) { b->launch(s, call % sets); }, t);
+              row.roofline_us = std::max(row.bytes / (info.read_tbps * 1e6), info.launch_floor_us);
+              validate(row, *b, in, sample, refs[bits]);
+            } catch (const std::exception& e) {
+              row.error = e.what();
+            }
+            std::fprintf(stderr, "%-28s m=%-5lld k=%d %-20s %10.2f us %s\n", row.c.shape().c_str(), (long long)m, bits,
+                         row.backend.c_str(), row.error.empty() ? row.t.median_us : 0.0,
+                         row.error.empty() ? (row.valid ? "" : "INVALID") : row.error.c_str());
+            rows.push_back(std::move(row));
+          }
+        }
+      }
+    }
+  return rows;
+}
+
+}  // namespace kbit::bench

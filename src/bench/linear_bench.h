@@ -1,0 +1,31 @@
+// `kbit bench`: y = x W^T (+ r) on real model shapes, every backend against the
+// same inputs, timed by the timing core and validated against an fp64 reference.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "kbit/shapes.h"
+
+namespace kbit::bench {
+
+struct LinearBenchOptions {
+  std::vector<std::string> models{"all"};  // keys of data/shapes.json, or "all"
+  std::vector<ModelShapes> custom_models;   // used instead of `models` when not empty (tests)
+  std::vector<int64_t> ms{1, 2, 4, 8, 16, 32, 64};
+  std::vector<int> bits{2, 3, 4, 5};
+  std::vector<std::string> backends;  // empty: every registered backend except test fixtures
+  int repeats = 15;
+  std::string json_path, svg_path, svg_shape = "glm47.q";
+  int svg_bits = 4;
+};
+
+// Registered backends: cublas_bf16, cublas_fp16, kbit_dequant_cublas, and the
+// test fixture fixture_wrong (a deliberately wrong result, for the validator).
+std::vector<std::string> backend_names();
+
+// Runs every (shape, M, bits, backend) case; throws without a GPU.
+std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info);
+
+}  // namespace kbit::bench

@@ -1,0 +1,171 @@
+// kbit bench [--model ...] | kbit bench format | kbit bench calibrate
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bench/format_bench.h"
+#include "bench/linear_bench.h"
+#include "commands.h"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+
+namespace kbit {
+namespace generated {
+extern const char* const kCublasBaselinesJsonl;  // data/baselines/h200-cublas-bf16.jsonl
+}
+
+namespace tools {
+namespace {
+
+void write_outputs(const std::vector<bench::Row>& rows, const bench::RunInfo& info, const bench::LinearBenchOptions& o) {
+  std::cout << bench::format_tables(rows, info);
+  if (!o.json_path.empty()) {
+    std::ofstream j(o.json_path);
+    for (const auto& r : rows) j << bench::row_json(r, info) << "\n";
+    KBIT_REQUIRE(j.good(), o.json_path, ": write failed");
+  }
+  if (!o.svg_path.empty()) {
+    std::ofstream s(o.svg_path);
+    s << bench::render_svg(rows, o.svg_shape, o.svg_bits);
+    KBIT_REQUIRE(s.good(), o.svg_path, ": write failed");
+  }
+  int invalid = 0, failed = 0;
+  for (const auto& r : rows) invalid += r.error.empty() && !r.valid, failed += !r.error.empty();
+  if (invalid || failed) std::cout << invalid << " invalid row(s), " << failed << " failed row(s)\n";
+}
+
+// The timing core against independent measurements: a device copy timed
+// outside any graph, and cuBLAS bf16 against the project's H200 baselines.
+int calibrate(int repeats) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit bench needs a CUDA GPU: ", cuda::device_description());
+  bool ok = true;
+  {
+    const size_t bytes = size_t(2) << 30;
+    Buffer a = Buffer::allocate(Memory::device, bytes), b = Buffer::allocate(Memory::device, bytes);
+    if (cudaMemset(a.data(), 3, bytes) != cudaSuccess) throw Error("calibrate: memset failed");
+    bench::TimingOptions t;
+    t.calls_per_graph = 4, t.replays = 3, t.repeats = repeats;
+    const double graph_us = bench::time_graph([&](cudaStream_t s, int) {
+      cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s);
+    }, t).median_us;
+    // independent: plain stream launches, host clock around a synchronised loop
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    for (int i = 0; i < 3; ++i) cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s);
+    cudaStreamSynchronize(s);
+    const int n = 20;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s);
+    cudaStreamSynchronize(s);
+    const double host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    cudaStreamDestroy(s);
+    const double graph_tbps = 2.0 * double(bytes) / graph_us / 1e6, host_tbps = 2.0 * double(bytes) / host_us / 1e6;
+    const double dev = std::fabs(graph_tbps / host_tbps - 1);
+    std::printf("device copy 2 GiB: timing core %.1f us (%.3f TB/s r+w), host clock %.1f us (%.3f TB/s): %.1f%% apart %s\n",
+                graph_us, graph_tbps, host_us, host_tbps, 100 * dev, dev <= 0.05 ? "ok" : "FAIL (> 5%)");
+    ok = ok && dev <= 0.05;
+  }
+  // cuBLAS bf16 against the baselines (dense shapes; kimi with its residual as addmm)
+  struct Base { std::string shape; int64_t k, n; bool residual; };
+  const std::vector<Base> map = {{"glm47.q", 5120, 12288, false},        {"glm47.kv", 5120, 2048, false},
+                                 {"glm47.o", 12288, 5120, false},        {"glm47.shared_gu", 5120, 24576, false},
+                                 {"glm47.shared_dn", 12288, 5120, false}, {"qwen3_coder_next.q", 2048, 4096, false},
+                                 {"qwen3_coder_next.o", 4096, 2048, false}};
+  std::map<std::pair<std::string, int64_t>, double> baseline;
+  std::istringstream in(generated::kCublasBaselinesJsonl);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("shape") || !j.contains("M")) continue;
+    std::string shape = j["shape"].get<std::string>();
+    if (shape == "kimi_k3_addmm") shape = "kimi_k3_latent.latent_up_residual";
+    else if (shape.rfind("qwen3cn_", 0) == 0) shape = "qwen3_coder_next." + shape.substr(8);
+    else if (shape.rfind("glm47_", 0) == 0) shape = "glm47." + shape.substr(6);
+    else continue;
+    if (j.value("E", 1) != 1) continue;
+    baseline[{shape, j["M"].get<int64_t>()}] = j["us"].get<double>();
+  }
+  bench::LinearBenchOptions o;
+  o.backends = {"cublas_bf16"};
+  o.ms = {1, 2, 4, 8, 16, 32, 64};
+  o.repeats = repeats;
+  bench::RunInfo info;
+  const auto rows = bench::run_linear_bench(o, info);
+  int within = 0, compared = 0;
+  std::printf("\n%-36s %5s %10s %10s %8s\n", "cuBLAS bf16 shape", "M", "measured", "baseline", "ratio");
+  for (const auto& r : rows) {
+    const auto it = baseline.find({r.c.shape(), r.c.m});
+    if (it == baseline.end() || !r.error.empty()) continue;
+    const double ratio = r.t.median_us / it->second;
+    ++compared;
+    within += std::fabs(ratio - 1) <= 0.10;
+    std::printf("%-36s %5lld %10.2f %10.2f %7.3f %s\n", r.c.shape().c_str(), (long long)r.c.m, r.t.median_us,
+                it->second, ratio, std::fabs(ratio - 1) <= 0.10 ? "" : "outside 10%");
+  }
+  std::printf("cuBLAS bf16: %d of %d rows within 10%% of the baselines\n", within, compared);
+  ok = ok && compared > 0 && within == compared;
+  std::printf("calibration: %s\n", ok ? "ok" : "FAILED");
+  return ok ? 0 : 3;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<bench::LinearBenchOptions>();
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Time y = x W^T on real model shapes for every backend (CUDA graph replay, cold L2, median)");
+  bench->add_option("--model", o->models, "glm47, qwen3_coder_next, kimi_k3_latent or all")
+      ->delimiter(',')->capture_default_str();
+  bench->add_option("--m", o->ms, "tokens per call")->delimiter(',')->capture_default_str();
+  bench->add_option("--bits", o->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
+  bench->add_option("--backend", o->backends, "backends (default: all but test fixtures): cublas_bf16, cublas_fp16, "
+                                              "kbit_dequant_cublas, fixture_wrong")->delimiter(',');
+  bench->add_option("--repeats", o->repeats, "timed samples per row")->capture_default_str();
+  bench->add_option("--json", o->json_path, "one JSON object per row");
+  bench->add_option("--svg", o->svg_path, "plot of time against M for --plot-shape");
+  bench->add_option("--plot-shape", o->svg_shape, "model.projection to plot")->capture_default_str();
+  bench->add_option("--plot-bits", o->svg_bits, "bit width of the kbit lines in the plot")->capture_default_str();
+  bench->require_subcommand(0, 1);
+
+  struct FormatArgs {
+    int64_t rows = 16384, cols = 16384;
+    std::string json;
+    int repeats = 15;
+  };
+  auto f = std::make_shared<FormatArgs>();
+  CLI::App* fmt = bench->add_subcommand("format", "quantize / dequantize / repack throughput vs HBM bandwidth");
+  fmt->add_option("--rows", f->rows, "matrix rows N")->capture_default_str();
+  fmt->add_option("--cols", f->cols, "matrix columns K")->capture_default_str();
+  fmt->add_option("--json", f->json, "write one JSON object per row to this file");
+  fmt->add_option("--repeats", f->repeats, "timed samples per row")->capture_default_str();
+  fmt->callback([f] {
+    KBIT_REQUIRE(f->rows > 0 && f->cols > 0 && f->repeats > 0, "bench format: sizes must be positive");
+    bench::run_format_bench(f->rows, f->cols, f->json, f->repeats);
+  });
+  auto repeats = std::make_shared<int>(15);
+  CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");
+  cal->add_option("--repeats", *repeats, "timed samples per row")->capture_default_str();
+  cal->callback([repeats] {
+    const int rc = calibrate(*repeats);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+
+  bench->final_callback([bench, o] {
+    if (!bench->get_subcommands().empty()) return;
+    KBIT_REQUIRE(o->repeats > 0, "--repeats must be positive");
+    bench::RunInfo info;
+    const auto rows = bench::run_linear_bench(*o, info);
+    write_outputs(rows, info, *o);
+  });
+}
+
+}  // namespace tools
+}  // namespace kbit

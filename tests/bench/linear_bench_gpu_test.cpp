@@ -1,0 +1,39 @@
+// The harness on a GPU: real backends validate, the deliberately wrong fixture does not.
+#include <gtest/gtest.h>
+
+#include "bench/linear_bench.h"
+#include "support/test_support.h"
+
+namespace kbit::bench {
+namespace {
+
+TEST(GpuBench, WrongBackendIsFlaggedInvalidAndRealOnesAreValid) {
+  KBIT_SKIP_WITHOUT_GPU();
+  LinearBenchOptions o;
+  ModelShapes toy;
+  toy.key = "toy";
+  toy.projections = {{"awkward", 96, 100, 1, 1, 1, false}, {"residual", 5120 + 32, 256, 1, 1, 1, true}};
+  o.custom_models = {toy};
+  o.ms = {1, 5, 33};
+  o.bits = {2, 5};
+  o.repeats = 3;
+  o.backends = {"cublas_bf16", "cublas_fp16", "kbit_dequant_cublas", "fixture_wrong"};
+  RunInfo info;
+  const std::vector<Row> rows = run_linear_bench(o, info);
+  ASSERT_EQ(rows.size(), 2u * 3u * (1 + 1 + 2 + 1));
+  EXPECT_GT(info.read_tbps, 0.5);
+  EXPECT_GT(info.launch_floor_us, 0.0);
+  for (const Row& r : rows) {
+    ASSERT_TRUE(r.error.empty()) << r.backend << ": " << r.error;
+    EXPECT_GT(r.t.median_us, 0.0);
+    EXPECT_GE(r.num_buffers, 1);
+    if (r.backend == "fixture_wrong")
+      EXPECT_FALSE(r.valid) << r.c.shape() << " m=" << r.c.m << " cosine " << r.cosine;
+    else
+      EXPECT_TRUE(r.valid) << r.backend << " " << r.c.shape() << " m=" << r.c.m << " k=" << r.c.bits << " cosine "
+                           << r.cosine << " max_abs " << r.max_abs_error;
+  }
+}
+
+}  // namespace
+}  // namespace kbit::bench
