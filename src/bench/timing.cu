@@ -20,6 +20,11 @@ __global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sin
 
 __global__ void empty_kernel() {}
 
+__global__ void copy_kernel(uint4* __restrict__ dst, const uint4* __restrict__ src, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    __stcs(dst + i, __ldcs(src + i));
+}
+
 }  // namespace
 
 using cuda::detail::check_cuda;
@@ -94,6 +99,10 @@ double measure_read_tbps() {
     read_kernel<<<blocks, 512, 0, s>>>(static_cast<const uint4*>(a.data()), bytes / 16, static_cast<uint32_t*>(sink.data()));
   }, o);
   return double(bytes) / t.median_us / 1e6;
+}
+
+void launch_copy_kernel(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  copy_kernel<<<device_info().sms * 8, 512, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), bytes / 16);
 }
 
 double measure_launch_floor_us() {

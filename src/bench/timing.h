@@ -42,5 +42,9 @@ DeviceInfo device_info();
 // The roofline references, measured in the run that uses them.
 double measure_read_tbps();       // streaming read of 4 GiB (xor-reduce), TB/s
 double measure_launch_floor_us();  // one empty kernel per call, graph-replayed, us per call
+// A grid-stride 16-byte copy kernel (bytes must be a multiple of 16). A memcpy
+// node captured in a graph runs on a copy path about 35% slower on the H200, so
+// the copy reference is this kernel.
+void launch_copy_kernel(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
 }  // namespace kbit::bench
