@@ -47,8 +47,12 @@ std::string format_tables(const std::vector<Row>& rows, const RunInfo& info) {
     if (r.c.bits) bits_set.insert(r.c.bits);
   }
   if (bits_set.empty()) bits_set.insert(0);
-  for (int64_t m : ms) {
-    out << "\nM = " << m << "\n";
+  std::vector<std::string> models;
+  for (const auto& r : rows)
+    if (std::find(models.begin(), models.end(), r.c.model) == models.end()) models.push_back(r.c.model);
+  for (int64_t m : ms)
+   for (const auto& model : models) {
+    out << "\nM = " << m << ", " << model << "\n";
     char line[512];
     std::snprintf(line, sizeof line, "%-30s %4s", "projection", "k");
     out << line;
@@ -59,7 +63,7 @@ std::string format_tables(const std::vector<Row>& rows, const RunInfo& info) {
     std::vector<std::string> shapes;
     std::map<std::string, const LinearCase*> case_of;
     for (const auto& r : rows) {
-      if (r.c.m != m) continue;
+      if (r.c.m != m || r.c.model != model) continue;
       if (std::find(shapes.begin(), shapes.end(), r.c.shape()) == shapes.end()) shapes.push_back(r.c.shape());
       case_of[r.c.shape()] = &r.c;
       const std::vector<int> targets = r.is_kbit ? std::vector<int>{r.c.bits}
@@ -99,7 +103,7 @@ std::string format_tables(const std::vector<Row>& rows, const RunInfo& info) {
         }
         out << "\n";
       }
-      std::snprintf(line, sizeof line, "%-30s %4d", "TOTAL (one block)", bits);
+      std::snprintf(line, sizeof line, "%-30s %4d", ("TOTAL " + model + " block").c_str(), bits);
       out << line;
       for (const auto& b : backends) {
         const auto it = totals[bits].find(b);
