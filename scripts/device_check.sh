@@ -31,6 +31,7 @@ if [ "${KBIT_SKIP_FORMAT:-0}" != 1 ]; then
   build-dev/kbit demo --out /tmp/kbit-demo > "$LOGS/demo.txt" 2>&1; tail -8 "$LOGS/demo.txt" | tee -a "$OUT/summary.txt"
 fi
 
+if [ "${KBIT_SKIP_MODEL_BENCH:-0}" != 1 ]; then
 log "timing-core calibration: kbit bench calibrate"
 build-dev/kbit bench calibrate --repeats 7 > "$OUT/calibrate.txt" 2>&1
 log "calibrate rc=$?"; cat "$OUT/calibrate.txt" | tee -a "$OUT/summary.txt"
@@ -47,6 +48,7 @@ for model in ${KBIT_BENCH_MODELS:-glm47 qwen3_coder_next kimi_k3_latent}; do
 done
 mv "$OUT/bench_glm47_q.svg.glm47" "$OUT/bench_glm47_q.svg" 2>/dev/null; rm -f "$OUT"/bench_glm47_q.svg.*
 grep -A14 "^M = 1, \|^M = 16, " "$OUT/bench.txt" | head -120
+fi
 
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
