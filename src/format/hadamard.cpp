@@ -1,0 +1,212 @@
+// CPU Hadamard transforms: fast Walsh-Hadamard over the power-of-two factor and
+// a dense order-p product across the p blocks, in fp32 per row.
+#include "kbit/hadamard.h"
+
+#include <cmath>
+#include <random>
+
+#include "cpu/elements.h"
+#include "cpu/parallel.h"
+#include "kbit/error.h"
+
+namespace kbit {
+namespace {
+
+int64_t odd_factor(int64_t n) {  // n = p * 2^m: returns p (or 0 if n <= 0)
+  if (n <= 0) return 0;
+  while (n % 2 == 0) n /= 2;
+  return n;
+}
+int64_t small_order(int64_t n) {  // the order of H_p for n (1, 12, 20 or 28), or 0
+  const int64_t p = odd_factor(n);
+  if (p == 1) return 1;
+  for (int64_t s : {12, 20, 28})
+    if (n % s == 0 && (n / s & (n / s - 1)) == 0) return s;
+  return 0;
+}
+
+// Quadratic character of a mod prime q: 0, 1 or -1.
+int chi(int a, int q) {
+  a %= q;
+  if (a < 0) a += q;
+  if (a == 0) return 0;
+  for (int x = 1; x < q; ++x)
+    if (x * x % q == a) return 1;
+  return -1;
+}
+
+std::vector<int8_t> paley1(int q) {  // q = 3 mod 4, prime: order q + 1
+  const int n = q + 1;
+  std::vector<int8_t> h(size_t(n * n));
+  // S = [[0, 1^T], [-1, Q]] with Q[i][j] = chi(j - i); H = I + S
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      int s;
+      if (i == 0) s = j == 0 ? 0 : 1;
+      else if (j == 0) s = -1;
+      else s = chi(j - i, q);
+      h[size_t(i * n + j)] = int8_t(s + (i == j ? 1 : 0));
+    }
+  return h;
+}
+
+std::vector<int8_t> paley2(int q) {  // q = 1 mod 4, prime: order 2 (q + 1)
+  const int c = q + 1, n = 2 * c;
+  std::vector<int> conf(size_t(c * c));  // symmetric conference matrix [[0, 1^T], [1, Q]]
+  for (int i = 0; i < c; ++i)
+    for (int j = 0; j < c; ++j) {
+      if (i == 0) conf[size_t(i * c + j)] = j == 0 ? 0 : 1;
+      else if (j == 0) conf[size_t(i * c + j)] = 1;
+      else conf[size_t(i * c + j)] = chi(j - i, q);
+    }
+  // each 0 becomes [[1, -1], [-1, -1]], each +-1 becomes +-[[1, 1], [1, -1]]
+  std::vector<int8_t> h(size_t(n * n));
+  for (int i = 0; i < c; ++i)
+    for (int j = 0; j < c; ++j)
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+          const int v = conf[size_t(i * c + j)];
+          const int e = v == 0 ? ((a == 0 && b == 0) ? 1 : -1) : v * ((a == 1 && b == 1) ? -1 : 1);
+          h[size_t((2 * i + a) * n + 2 * j + b)] = int8_t(e);
+        }
+  return h;
+}
+
+// In-place fast Walsh-Hadamard transform (unnormalised) of length n = 2^m.
+void fwht(float* x, int64_t n) {
+  for (int64_t h = 1; h < n; h *= 2)
+    for (int64_t i = 0; i < n; i += 2 * h)
+      for (int64_t j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+}
+
+// One chunk of length n = p * q (q = 2^m), element (a, b) at a * q + b:
+// (H_p (x) H_q) x = H_p applied across a, H_q along b. `transpose` uses H_p^T.
+void transform_chunk(float* x, int64_t n, bool transpose, std::vector<float>& tmp) {
+  const int64_t p = small_order(n), q = n / p;
+  for (int64_t a = 0; a < p; ++a) fwht(x + a * q, q);
+  if (p == 1) return;
+  const std::vector<int8_t>& h = hadamard_small(int(p));
+  tmp.assign(size_t(n), 0.0f);
+  for (int64_t a = 0; a < p; ++a)
+    for (int64_t c = 0; c < p; ++c) {
+      const int8_t s = transpose ? h[size_t(c * p + a)] : h[size_t(a * p + c)];
+      const float* src = x + c * q;
+      float* dst = tmp.data() + a * q;
+      if (s > 0)
+        for (int64_t b = 0; b < q; ++b) dst[b] += src[b];
+      else
+        for (int64_t b = 0; b < q; ++b) dst[b] -= src[b];
+    }
+  std::copy(tmp.begin(), tmp.end(), x);
+}
+
+}  // namespace
+
+bool is_supported_hadamard_size(int64_t n) { return n >= 1 && n <= (int64_t(1) << 20) && small_order(n) != 0; }
+
+const std::vector<int8_t>& hadamard_small(int p) {
+  static const std::vector<int8_t> h1{1}, h2{1, 1, 1, -1}, h12 = paley1(11), h20 = paley1(19), h28 = paley2(13);
+  switch (p) {
+    case 1: return h1;
+    case 2: return h2;
+    case 12: return h12;
+    case 20: return h20;
+    case 28: return h28;
+    default: throw Error(detail::concat("no built-in Hadamard matrix of order ", p));
+  }
+}
+
+std::vector<int8_t> hadamard_matrix(int64_t n) {
+  KBIT_REQUIRE(is_supported_hadamard_size(n) && n <= 4096, "hadamard_matrix: unsupported order ", n);
+  const int64_t p = small_order(n), q = n / p;
+  const std::vector<int8_t>& hp = hadamard_small(int(p));
+  std::vector<int8_t> h(size_t(n * n));
+  for (int64_t a = 0; a < p; ++a)
+    for (int64_t b = 0; b < q; ++b)
+      for (int64_t c = 0; c < p; ++c)
+        for (int64_t d = 0; d < q; ++d) {
+          const int sylvester = (__builtin_popcountll(uint64_t(b & d)) & 1) ? -1 : 1;
+          h[size_t((a * q + b) * n + c * q + d)] = int8_t(hp[size_t(a * p + c)] * sylvester);
+        }
+  return h;
+}
+
+void require_supported_rotation(const Rotation& r, int64_t cols) {
+  KBIT_REQUIRE(is_supported_hadamard_size(r.size), "Hadamard size ", r.size,
+               " is not supported (2^m, or 12, 20 or 28 times a power of two)");
+  if (r.mode == RotationMode::block) {
+    KBIT_REQUIRE(r.size >= 32 && r.size <= 256 && (r.size & (r.size - 1)) == 0, "Hadamard block size ", r.size,
+                 " is not supported (32, 64, 128 or 256)");
+    KBIT_REQUIRE(cols % r.size == 0, "Hadamard block size ", r.size, " does not divide the row length ", cols);
+  } else {
+    KBIT_REQUIRE(r.size == cols, "row-mode Hadamard of size ", r.size, " does not match the row length ", cols);
+    KBIT_REQUIRE(r.size >= 12 && r.size <= 32768 * 28, "row-mode Hadamard size ", r.size, " is out of range");
+  }
+  KBIT_REQUIRE(r.signs.empty() || int64_t(r.signs.size()) == (r.size + 31) / 32, "Hadamard sign vector has ",
+               r.signs.size(), " words, expected ", (r.size + 31) / 32);
+}
+
+Rotation Rotation::make(RotationMode mode, int64_t block_size, int64_t cols, std::optional<uint64_t> seed) {
+  Rotation r;
+  r.mode = mode;
+  r.size = mode == RotationMode::row ? cols : block_size;
+  require_supported_rotation(r, cols);
+  if (seed) {
+    std::mt19937_64 rng(*seed);
+    r.signs.resize(size_t((r.size + 31) / 32));
+    for (auto& w : r.signs) w = uint32_t(rng());
+    if (r.size % 32) r.signs.back() &= (1u << (r.size % 32)) - 1u;
+  }
+  return r;
+}
+
+Rotation Rotation::parse(const std::string& spec, int64_t cols, std::optional<uint64_t> seed) {
+  if (spec == "row") return make(RotationMode::row, 0, cols, seed);
+  if (spec.rfind("block:", 0) == 0) {
+    int64_t b = 0;
+    try {
+      b = std::stoll(spec.substr(6));
+    } catch (...) {
+      throw Error("--hadamard '" + spec + "': expected block:32|64|128|256 or row");
+    }
+    return make(RotationMode::block, b, cols, seed);
+  }
+  throw Error("--hadamard '" + spec + "': expected block:32|64|128|256 or row");
+}
+
+std::string Rotation::describe() const {
+  return detail::concat(mode == RotationMode::row ? "row:" : "block:", size, signs.empty() ? "" : "+signs");
+}
+
+void hadamard_rotate(const MutableTensorView& x, const Rotation& r, bool inverse) {
+  KBIT_REQUIRE(x.rows > 0 && x.cols > 0 && x.data, "hadamard_rotate: empty or null tensor");
+  KBIT_REQUIRE(is_weight_float(x.dtype), "hadamard_rotate: dtype ", dtype_name(x.dtype),
+               " is not supported (expected F32, F16 or BF16)");
+  require_supported_rotation(r, x.cols);
+  const int64_t b = r.size;
+  const float scale = float(1.0 / std::sqrt(double(b)));
+  cpu::detail::parallel_for(x.rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(size_t(x.cols)), tmp;
+    for (int64_t i = r0; i < r1; ++i) {
+      cpu::detail::load_row(x.data, x.dtype, x.stride(), i, x.cols, x.cols, row.data());
+      for (int64_t c0 = 0; c0 < x.cols; c0 += b) {
+        float* chunk = row.data() + c0;
+        if (!inverse)
+          for (int64_t p = 0; p < b; ++p)
+            if (r.negates(p)) chunk[p] = -chunk[p];
+        transform_chunk(chunk, b, inverse, tmp);
+        for (int64_t p = 0; p < b; ++p) chunk[p] *= scale;
+        if (inverse)
+          for (int64_t p = 0; p < b; ++p)
+            if (r.negates(p)) chunk[p] = -chunk[p];
+      }
+      cpu::detail::store_row(x.data, x.dtype, x.stride(), i, x.cols, row.data());
+    }
+  });
+}
+
+}  // namespace kbit
