@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kbit/cpu.h"
+#include "kbit/hadamard.h"
 
 namespace kbit {
 
@@ -25,6 +26,8 @@ struct ConvertOptions {
   DevicePolicy device = DevicePolicy::automatic;
   bool overwrite = false;
   bool measure_error = true;                                     // SQNR per tensor for the summary
+  std::string hadamard;                                          // "", "block:32|64|128|256" or "row"
+  uint64_t hadamard_seed = 0;                                    // seeds the rotation's sign vector
 };
 
 struct TensorReport {

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "kbit/format.h"
+#include "kbit/hadamard.h"
 #include "kbit/layout.h"
 #include "kbit/tensor.h"
 
@@ -41,6 +43,10 @@ class QuantizedMatrix {
   float tensor_scale() const;
   void set_tensor_scale(float s);  // host matrices only
 
+  // The Hadamard rotation the rows were quantized in (activations need the same one).
+  const std::optional<Rotation>& rotation() const { return rotation_; }
+  void set_rotation(std::optional<Rotation> r);
+
   uint32_t* words() { return static_cast<uint32_t*>(words_.data()); }
   const uint32_t* words() const { return static_cast<const uint32_t*>(words_.data()); }
   uint8_t* scales() { return static_cast<uint8_t*>(scales_.data()); }
@@ -57,6 +63,7 @@ class QuantizedMatrix {
   Layout layout_ = Layout::flat;
   Codebook codebook_ = Codebook::bnf(4);
   float tensor_scale_ = 1.0f;
+  std::optional<Rotation> rotation_;
   Buffer words_, scales_, meta_;
 };
 

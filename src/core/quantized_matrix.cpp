@@ -38,6 +38,11 @@ float QuantizedMatrix::tensor_scale() const {
   return meta.tensor_scale;
 }
 
+void QuantizedMatrix::set_rotation(std::optional<Rotation> r) {
+  if (r) require_supported_rotation(*r, cols());
+  rotation_ = std::move(r);
+}
+
 void QuantizedMatrix::set_tensor_scale(float s) {
   KBIT_REQUIRE(memory() == Memory::host, "set_tensor_scale: only host matrices hold the scale on the host");
   KBIT_REQUIRE(std::isfinite(s) && s > 0, "tensor scale must be a positive finite float, got ", s);

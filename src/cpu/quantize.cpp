@@ -92,6 +92,7 @@ QuantizedMatrix repack(const QuantizedMatrix& q, Layout to) {
   kbit::detail::check_matrix(q, "repack", Memory::host);
   QuantizedMatrix out = QuantizedMatrix::allocate(q.rows(), q.cols(), q.codebook(), to, Memory::host);
   out.set_tensor_scale(q.tensor_scale());
+  out.set_rotation(q.rotation());
   const Geometry g = q.geometry();
   const int k = g.bits;
   const int64_t nb = g.blocks_per_row();

@@ -63,6 +63,7 @@ int sm_count() {
 QuantizedMatrix to_device(const QuantizedMatrix& host, cudaStream_t stream) {
   kbit::detail::check_matrix(host, "to_device", Memory::host);
   QuantizedMatrix d = QuantizedMatrix::allocate(host.rows(), host.cols(), host.codebook(), host.layout(), Memory::device);
+  d.set_rotation(host.rotation());
   DeviceMeta meta{};
   meta.tensor_scale = host.tensor_scale();
   for (int i = 0; i < host.codebook().levels(); ++i) meta.codebook[i] = host.codebook()[i];
@@ -80,6 +81,7 @@ QuantizedMatrix to_device(const QuantizedMatrix& host, cudaStream_t stream) {
 QuantizedMatrix to_host(const QuantizedMatrix& dev, cudaStream_t stream) {
   kbit::detail::check_matrix(dev, "to_host", Memory::device);
   QuantizedMatrix h = QuantizedMatrix::allocate(dev.rows(), dev.cols(), dev.codebook(), dev.layout(), Memory::host);
+  h.set_rotation(dev.rotation());
   detail::check_cuda(cudaMemcpyAsync(h.words(), dev.words(), size_t(dev.word_count()) * 4, cudaMemcpyDeviceToHost, stream),
                      "to_host: copying words");
   detail::check_cuda(cudaMemcpyAsync(h.scales(), dev.scales(), size_t(dev.scale_count()), cudaMemcpyDeviceToHost, stream),

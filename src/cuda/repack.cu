@@ -53,6 +53,7 @@ void repack_into(const QuantizedMatrix& src, QuantizedMatrix& dst, cudaStream_t 
 QuantizedMatrix repack(const QuantizedMatrix& q, Layout to, cudaStream_t stream) {
   kbit::detail::check_matrix(q, "repack", Memory::device);
   QuantizedMatrix out = QuantizedMatrix::allocate(q.rows(), q.cols(), q.codebook(), to, Memory::device);
+  out.set_rotation(q.rotation());
   repack_into(q, out, stream);
   return out;
 }

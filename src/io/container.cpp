@@ -20,13 +20,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string meta_json(const QuantizedMatrix& q, float tensor_scale) {
+std::string meta_json(int bits, int64_t rows, int64_t cols, float tensor_scale, const std::optional<Rotation>& rotation,
+                      const std::string& codebook) {
   nlohmann::ordered_json j;
-  j["k"] = q.bits();
-  j["shape"] = {q.rows(), q.cols()};
+  j["k"] = bits;
+  j["shape"] = {rows, cols};
   j["tensor_scale"] = double(tensor_scale);
-  j["hadamard"] = nullptr;
-  j["codebook"] = q.codebook().name();
+  if (rotation) {
+    nlohmann::ordered_json h;
+    h["mode"] = rotation->mode == RotationMode::row ? "row" : "block";
+    h["size"] = rotation->size;
+    h["signs"] = rotation->signs.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rotation->signs);
+    j["hadamard"] = h;
+  } else {
+    j["hadamard"] = nullptr;
+  }
+  j["codebook"] = codebook;
   return j.dump();
 }
 
@@ -42,15 +51,15 @@ const TensorInfo& part(const SafetensorsFile& f, const std::string& name, const 
 
 }  // namespace
 
-void declare_quantized(SafetensorsWriter& w, const std::string& name, int64_t rows, int64_t cols, int bits) {
+void declare_quantized(SafetensorsWriter& w, const std::string& name, int64_t rows, int64_t cols, int bits,
+                       const std::optional<Rotation>& rotation) {
   const Geometry g{rows, cols, bits};
   w.declare(name + kPacked, DType::i32, {rows, g.blocks_per_row(), bits});
   w.declare(name + kAbsmax, DType::u8, {rows, g.blocks_per_row()});
   w.declare(name + kCodebook, DType::f32, {int64_t(1) << bits});
   w.set_metadata(kFormatKey, std::to_string(kFormatVersion));
-  // Placeholder of the same shape; the real scale is set by write_quantized.
-  w.set_metadata(name + kMeta, concat(R"({"k":)", bits, R"(,"shape":[)", rows, ",", cols,
-                                      R"(],"tensor_scale":1.0,"hadamard":null,"codebook":"custom"})"));
+  // Placeholder of nearly the final length; the real scale and codebook name come with write_quantized.
+  w.set_metadata(name + kMeta, meta_json(bits, rows, cols, 1.0f, rotation, "custom"));
 }
 
 void write_quantized(SafetensorsWriter& w, const std::string& name, const QuantizedMatrix& q) {
@@ -60,7 +69,7 @@ void write_quantized(SafetensorsWriter& w, const std::string& name, const Quanti
   w.write({reinterpret_cast<const std::byte*>(q.words()), size_t(q.word_count()) * 4});
   w.write({reinterpret_cast<const std::byte*>(q.scales()), size_t(q.scale_count())});
   w.write({reinterpret_cast<const std::byte*>(q.codebook().values().data()), q.codebook().values().size() * 4});
-  w.set_metadata(name + kMeta, meta_json(q, s));
+  w.set_metadata(name + kMeta, meta_json(q.bits(), q.rows(), q.cols(), s, q.rotation(), q.codebook().name()));
 }
 
 bool is_kbit_tensor_part(const std::string& n) { return ends_with(n, kPacked) || ends_with(n, kAbsmax) || ends_with(n, kCodebook); }
@@ -95,8 +104,32 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
   int exp = 0;
   KBIT_REQUIRE(std::isfinite(s) && s > 0 && std::frexp(s, &exp) == 0.5f, where, ": tensor_scale ", s,
                " is not a positive power of two");
-  KBIT_REQUIRE(!j.contains("hadamard") || j["hadamard"].is_null(), where,
-               ": Hadamard-rotated weights are not supported by this version of kbit");
+  std::optional<Rotation> rotation;
+  if (j.contains("hadamard") && !j["hadamard"].is_null()) {
+    const auto& h = j["hadamard"];
+    KBIT_REQUIRE(h.is_object() && h.contains("mode") && h["mode"].is_string() && h.contains("size") &&
+                     h["size"].is_number_integer(),
+                 where, ": hadamard must be null or {\"mode\": \"block\"|\"row\", \"size\": B, \"signs\": [...]}");
+    const std::string mode = h["mode"].get<std::string>();
+    KBIT_REQUIRE(mode == "block" || mode == "row", where, ": unknown hadamard mode '", mode, "'");
+    Rotation r;
+    r.mode = mode == "row" ? RotationMode::row : RotationMode::block;
+    r.size = h["size"].get<int64_t>();
+    if (h.contains("signs") && !h["signs"].is_null()) {
+      KBIT_REQUIRE(h["signs"].is_array(), where, ": hadamard signs must be an array of uint32 words");
+      for (const auto& w : h["signs"]) {
+        KBIT_REQUIRE(w.is_number_unsigned() && w.get<uint64_t>() <= 0xffffffffu, where,
+                     ": hadamard signs must be uint32 words");
+        r.signs.push_back(w.get<uint32_t>());
+      }
+    }
+    try {
+      require_supported_rotation(r, cols);
+    } catch (const Error& e) {
+      throw Error(concat(where, ": ", e.what()));
+    }
+    rotation = r;
+  }
 
   const Geometry g{rows, cols, k};
   const TensorInfo& packed = part(f, name, kPacked, DType::i32, g.packed_words(Layout::flat));
@@ -111,6 +144,7 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
 
   QuantizedMatrix q = QuantizedMatrix::allocate(rows, cols, cb, Layout::flat, Memory::host);
   q.set_tensor_scale(s);
+  q.set_rotation(rotation);
   std::memcpy(q.words(), f.bytes(packed).data(), packed.bytes());
   std::memcpy(q.scales(), f.bytes(absmax).data(), absmax.bytes());
   return q;

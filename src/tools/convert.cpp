@@ -14,6 +14,8 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/safetensors.h"
+#include "cpu/elements.h"
+#include "cpu/parallel.h"
 
 namespace kbit {
 namespace fs = std::filesystem;
@@ -137,11 +139,20 @@ ConvertReport convert_checkpoint(const std::string& in, const std::string& out, 
       const fs::path file = plan.folder ? plan.write_path / shard_name : plan.write_path;
       io::SafetensorsWriter writer(file.string());
       std::vector<std::optional<int>> bits;
+      std::vector<std::optional<Rotation>> rotations;
       for (const auto& t : shard.tensors()) {
         bits.push_back(selector.bits_for(t.name, int(t.shape.size()), is_weight_float(t.dtype)));
         if (bits.back() && t.numel() == 0) bits.back().reset();
+        rotations.emplace_back();
+        if (bits.back() && !o.hadamard.empty()) {
+          try {
+            rotations.back() = Rotation::parse(o.hadamard, t.shape[1], o.hadamard_seed);
+          } catch (const Error& e) {
+            throw Error(concat("tensor '", t.name, "': ", e.what()));
+          }
+        }
         if (bits.back())
-          io::declare_quantized(writer, t.name, t.shape[0], t.shape[1], *bits.back());
+          io::declare_quantized(writer, t.name, t.shape[0], t.shape[1], *bits.back(), rotations.back());
         else
           writer.declare(t.name, t.dtype, t.shape);
       }
@@ -165,7 +176,17 @@ ConvertReport convert_checkpoint(const std::string& in, const std::string& out, 
         } else {
           TensorView view = shard.view(t);
           std::vector<std::byte> aligned;
-          if (reinterpret_cast<uintptr_t>(view.data) % dtype_size(view.dtype) != 0) {  // odd header length
+          std::vector<float> rotated;
+          if (rotations[ti]) {  // rotate in fp32, then quantize the rotated rows
+            rotated.resize(size_t(view.rows * view.cols));
+            cpu::detail::parallel_for(view.rows, 64, [&](int64_t r0, int64_t r1) {
+              for (int64_t r = r0; r < r1; ++r)
+                cpu::detail::load_row(view.data, view.dtype, view.stride(), r, view.cols, view.cols,
+                                      rotated.data() + r * view.cols);
+            });
+            view = TensorView{rotated.data(), DType::f32, view.rows, view.cols, view.cols};
+            hadamard_rotate(MutableTensorView{rotated.data(), DType::f32, view.rows, view.cols}, *rotations[ti]);
+          } else if (reinterpret_cast<uintptr_t>(view.data) % dtype_size(view.dtype) != 0) {  // odd header length
             aligned.assign(shard.bytes(t).begin(), shard.bytes(t).end());
             view.data = aligned.data();
           }
@@ -181,6 +202,7 @@ ConvertReport convert_checkpoint(const std::string& in, const std::string& out, 
           } catch (const Error& e) {
             throw Error(concat("tensor '", t.name, "': ", e.what()));
           }
+          q.set_rotation(rotations[ti]);
           io::write_quantized(writer, t.name, q);
           tr.bits = *bits[ti];
           tr.stored_bytes = uint64_t(q.storage_bytes()) + (uint64_t(4) << tr.bits);

@@ -3,9 +3,11 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <cstring>
 #include <sstream>
 
 #include "commands.h"
+#include "cpu/elements.h"
 #include "kbit/container.h"
 #include "kbit/cpu.h"
 #include "kbit/error.h"
@@ -47,7 +49,17 @@ void inspect(const std::string& path, const std::string& against) {
         if (!oinfo) {
           sqnr = "   (absent)";
         } else {
-          const cpu::ErrorStats e = cpu::quantization_error(osh->view(*oinfo), q);
+          TensorView original_view = osh->view(*oinfo);
+          std::vector<float> rotated;
+          if (q.rotation()) {  // compare in the rotated space (the rotation is orthogonal)
+            rotated.resize(size_t(q.rows() * q.cols()));
+            for (int64_t r = 0; r < q.rows(); ++r)
+              cpu::detail::load_row(original_view.data, original_view.dtype, original_view.stride(), r, q.cols(),
+                                    q.cols(), rotated.data() + r * q.cols());
+            hadamard_rotate(MutableTensorView{rotated.data(), DType::f32, q.rows(), q.cols()}, *q.rotation());
+            original_view = TensorView{rotated.data(), DType::f32, q.rows(), q.cols()};
+          }
+          const cpu::ErrorStats e = cpu::quantization_error(original_view, q);
           char b[32];
           std::snprintf(b, sizeof b, " %10.2f", e.sqnr_db());
           sqnr = b;
@@ -56,7 +68,8 @@ void inspect(const std::string& path, const std::string& against) {
       std::printf("%-56s %-10s %-16s %12llu %8.3f %-8s %12.6g%s\n", name.c_str(),
                   detail::concat("kbit k=", q.bits()).c_str(), shape_string({q.rows(), q.cols()}).c_str(),
                   (unsigned long long)bytes, 8.0 * double(bytes) / double(q.rows() * q.cols()),
-                  q.codebook().name().c_str(), q.tensor_scale(), sqnr.c_str());
+                  (q.codebook().name() + (q.rotation() ? "," + q.rotation()->describe() : "")).c_str(),
+                  q.tensor_scale(), sqnr.c_str());
     }
     for (const auto& t : shard.tensors()) {
       if (is_kbit && io::is_kbit_tensor_part(t.name)) continue;

@@ -26,6 +26,9 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--include", args->options.include, "also quantize 2-D float tensors matching REGEX (repeatable)");
   cmd->add_option("--exclude", args->options.exclude, "never quantize tensors matching REGEX (repeatable)");
   cmd->add_option("--device", args->device, "auto, cpu or gpu")->capture_default_str();
+  cmd->add_option("--hadamard", args->options.hadamard,
+                  "rotate rows before quantizing: block:32|64|128|256 or row (recorded in the file)");
+  cmd->add_option("--seed", args->options.hadamard_seed, "seed of the rotation's sign vector")->capture_default_str();
   cmd->add_flag("--force", args->options.overwrite, "replace an existing output");
   cmd->add_flag("!--no-error", args->options.measure_error, "skip the per-tensor error measurement");
   cmd->callback([args] {

@@ -77,3 +77,50 @@ TEST(Container, RejectsInconsistentMetadata) {
 
 }  // namespace
 }  // namespace kbit::io
+
+namespace kbit::io {
+namespace {
+
+TEST(Container, RotationRoundTripsAndIsValidated) {
+  const auto dir = test::temp_dir("rot");
+  const auto m = test::random_matrix(8, 3584, DType::f32, 1);
+  QuantizedMatrix q = cpu::quantize(m.view(), Codebook::bnf(3));
+  q.set_rotation(Rotation::make(RotationMode::row, 0, 3584, 11));
+  QuantizedMatrix b = cpu::quantize(m.view(), Codebook::bnf(3));
+  b.set_rotation(Rotation::make(RotationMode::block, 128, 3584, std::nullopt));
+  const auto path = (dir / "r.safetensors").string();
+  {
+    SafetensorsWriter w(path);
+    declare_quantized(w, "a", 8, 3584, 3, q.rotation());
+    declare_quantized(w, "b", 8, 3584, 3, b.rotation());
+    w.begin();
+    write_quantized(w, "a", q);
+    write_quantized(w, "b", b);
+    w.finish();
+  }
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  EXPECT_EQ(load_quantized(f, "a").rotation(), q.rotation());
+  EXPECT_EQ(load_quantized(f, "b").rotation(), b.rotation());
+  EXPECT_EQ(cpu::repack(load_quantized(f, "a"), Layout::tiled_k64).rotation(), q.rotation());
+
+  auto write_with = [&](const std::string& meta) {
+    const auto p = (dir / "x.safetensors").string();
+    SafetensorsWriter w(p);
+    declare_quantized(w, "w", 8, 3584, 3);
+    w.begin();
+    write_quantized(w, "w", q);
+    w.set_metadata("w.kbit", meta);
+    w.finish();
+    return SafetensorsFile::open(p);
+  };
+  const std::string head = R"({"k":3,"shape":[8,3584],"tensor_scale":)" + std::to_string(q.tensor_scale()) + ",";
+  EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"diag","size":64}})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"block","size":48}})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"row","size":2048}})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"block","size":64,"signs":[1]}})"), "w"), Error);
+  EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":"row"})"), "w"), Error);
+  EXPECT_NO_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"block","size":64,"signs":[1,2]}})"), "w"));
+}
+
+}  // namespace
+}  // namespace kbit::io

@@ -163,3 +163,40 @@ TEST(Convert, RefusesBadInputAndLeavesNoPartialOutput) {
 
 }  // namespace
 }  // namespace kbit
+
+namespace kbit {
+namespace {
+
+TEST(Convert, HadamardRotationIsAppliedAndRecorded) {
+  const fs::path dir = test::temp_dir("h");
+  write_model(dir / "in.safetensors", {{"model.layers.0.mlp.up_proj.weight", {64, 256}}, kModel[1]});
+  ConvertOptions o;
+  o.device = DevicePolicy::cpu;
+  o.bits = 3;
+  o.hadamard = "block:64";
+  o.hadamard_seed = 5;
+  convert_checkpoint((dir / "in.safetensors").string(), (dir / "out.safetensors").string(), o);
+  const io::SafetensorsFile in = io::SafetensorsFile::open((dir / "in.safetensors").string());
+  const io::SafetensorsFile out = io::SafetensorsFile::open((dir / "out.safetensors").string());
+  const QuantizedMatrix q = io::load_quantized(out, "model.layers.0.mlp.up_proj.weight");
+  ASSERT_TRUE(q.rotation().has_value());
+  EXPECT_EQ(*q.rotation(), Rotation::make(RotationMode::block, 64, 256, 5));
+  // the stored matrix is the quantized rotated weight: rotating back lands near the original
+  std::vector<float> w(64 * 256);
+  cpu::dequantize(q, MutableTensorView{w.data(), DType::f32, 64, 256});
+  hadamard_rotate(MutableTensorView{w.data(), DType::f32, 64, 256}, *q.rotation(), true);
+  const TensorView orig = in.view(in.at("model.layers.0.mlp.up_proj.weight"));
+  double err = 0, ref = 0;
+  for (int64_t i = 0; i < 64 * 256; ++i) {
+    const double x = bf16_bits_to_float(static_cast<const uint16_t*>(orig.data)[i]);
+    err += (x - w[size_t(i)]) * (x - w[size_t(i)]);
+    ref += x * x;
+  }
+  EXPECT_GT(10 * std::log10(ref / err), 12.0);  // k = 3 quality, not noise
+  o.hadamard = "block:512";
+  o.overwrite = true;
+  EXPECT_THROW(convert_checkpoint((dir / "in.safetensors").string(), (dir / "out.safetensors").string(), o), Error);
+}
+
+}  // namespace
+}  // namespace kbit
