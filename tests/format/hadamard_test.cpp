@@ -142,3 +142,29 @@ TEST(Hadamard, RejectsUnsupportedInput) {
 
 }  // namespace
 }  // namespace kbit
+
+#include "kbit/rotation_study.h"
+
+namespace kbit {
+namespace {
+
+// Issue target: on heavy-tailed and outlier weights, rotation improves the k = 2
+// and k = 3 output SQNR by at least 1.5 dB (K = 896 = 28 x 32 uses the order-28 matrix).
+TEST(HadamardStudy, RotationHelpsHeavyTailsAndOutliers) {
+  const auto rows = hadamard_study(128, 896, 8, {"none", "block:64", "row"}, {2, 3}, 3);
+  ASSERT_EQ(rows.size(), 3u * 3u * 2u);
+  auto sqnr = [&](const std::string& w, int k, const std::string& rot) {
+    for (const auto& r : rows)
+      if (r.weights == w && r.bits == k && r.rotation == rot) return r.output_sqnr_db;
+    return double(NAN);
+  };
+  for (const char* w : {"student_t4", "outliers"})
+    for (int k : {2, 3})
+      for (const char* rot : {"block:64", "row"})
+        EXPECT_GE(sqnr(w, k, rot) - sqnr(w, k, "none"), 1.5) << w << " k=" << k << " " << rot;
+  for (int k : {2, 3}) EXPECT_NEAR(sqnr("gaussian", k, "row"), sqnr("gaussian", k, "none"), 0.5);
+  EXPECT_NE(format_study_markdown(rows).find("| outliers | 2 |"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kbit
