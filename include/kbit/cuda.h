@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kbit/cpu.h"
+#include "kbit/hadamard.h"
 #include "kbit/quantized_matrix.h"
 #include "kbit/tensor.h"
 
@@ -30,6 +31,11 @@ void dequantize(const QuantizedMatrix& q, const MutableTensorView& out, cudaStre
 
 QuantizedMatrix repack(const QuantizedMatrix& q, Layout to, cudaStream_t stream);
 void repack_into(const QuantizedMatrix& src, QuantizedMatrix& dst, cudaStream_t stream);
+
+// Rotates every row of `in` into `out` (the same buffer for in place) by r, or its
+// inverse; f32/f16/bf16 device views of equal shape and dtype; chunks up to 57344.
+void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse,
+                     cudaStream_t stream);
 
 // Quantization error of q against the device matrix it came from (synchronizes).
 cpu::ErrorStats quantization_error(const TensorView& original, const QuantizedMatrix& q, cudaStream_t stream);

@@ -45,5 +45,7 @@ std::vector<int8_t> hadamard_matrix(int64_t n);
 
 // Rotates every row of x in place (f32, f16 or bf16, host). inverse: x = D H^T y / sqrt(B).
 void hadamard_rotate(const MutableTensorView& x, const Rotation& r, bool inverse = false);
+// Out of place: rows of `in` rotated into `out` (same shape; dtypes may differ).
+void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse = false);
 
 }  // namespace kbit

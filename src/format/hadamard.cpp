@@ -182,18 +182,24 @@ std::string Rotation::describe() const {
   return detail::concat(mode == RotationMode::row ? "row:" : "block:", size, signs.empty() ? "" : "+signs");
 }
 
-void hadamard_rotate(const MutableTensorView& x, const Rotation& r, bool inverse) {
-  KBIT_REQUIRE(x.rows > 0 && x.cols > 0 && x.data, "hadamard_rotate: empty or null tensor");
-  KBIT_REQUIRE(is_weight_float(x.dtype), "hadamard_rotate: dtype ", dtype_name(x.dtype),
-               " is not supported (expected F32, F16 or BF16)");
-  require_supported_rotation(r, x.cols);
+void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse) {
+  auto check = [](const TensorView& t, const char* what) {
+    KBIT_REQUIRE(t.rows > 0 && t.cols > 0 && t.data, "hadamard_rotate: empty or null ", what);
+    KBIT_REQUIRE(is_weight_float(t.dtype), "hadamard_rotate: ", what, " dtype ", dtype_name(t.dtype),
+                 " is not supported (expected F32, F16 or BF16)");
+  };
+  check(in, "input");
+  check(out, "output");
+  KBIT_REQUIRE(in.rows == out.rows && in.cols == out.cols, "hadamard_rotate: input [", in.rows, ", ", in.cols,
+               "] and output [", out.rows, ", ", out.cols, "] differ");
+  require_supported_rotation(r, in.cols);
   const int64_t b = r.size;
   const float scale = float(1.0 / std::sqrt(double(b)));
-  cpu::detail::parallel_for(x.rows, 16, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(size_t(x.cols)), tmp;
+  cpu::detail::parallel_for(in.rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(size_t(in.cols)), tmp;
     for (int64_t i = r0; i < r1; ++i) {
-      cpu::detail::load_row(x.data, x.dtype, x.stride(), i, x.cols, x.cols, row.data());
-      for (int64_t c0 = 0; c0 < x.cols; c0 += b) {
+      cpu::detail::load_row(in.data, in.dtype, in.stride(), i, in.cols, in.cols, row.data());
+      for (int64_t c0 = 0; c0 < in.cols; c0 += b) {
         float* chunk = row.data() + c0;
         if (!inverse)
           for (int64_t p = 0; p < b; ++p)
@@ -204,9 +210,11 @@ void hadamard_rotate(const MutableTensorView& x, const Rotation& r, bool inverse
           for (int64_t p = 0; p < b; ++p)
             if (r.negates(p)) chunk[p] = -chunk[p];
       }
-      cpu::detail::store_row(x.data, x.dtype, x.stride(), i, x.cols, row.data());
+      cpu::detail::store_row(out.data, out.dtype, out.stride(), i, out.cols, row.data());
     }
   });
 }
+
+void hadamard_rotate(const MutableTensorView& x, const Rotation& r, bool inverse) { hadamard_rotate(x, x, r, inverse); }
 
 }  // namespace kbit

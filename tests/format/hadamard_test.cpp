@@ -101,6 +101,18 @@ TEST(Hadamard, InverseReturnsTheInput) {
   for (int64_t c = 0; c < 256; ++c) ASSERT_NEAR(b.at(1, c), before.at(1, c), 0.02 * (1 + std::fabs(before.at(1, c))));
 }
 
+TEST(Hadamard, OutOfPlaceEqualsInPlace) {
+  const auto m = test::random_matrix(5, 896, DType::bf16, 8);
+  const Rotation r = Rotation::make(RotationMode::row, 0, 896, 3);
+  auto in_place = m;
+  hadamard_rotate(in_place.mutable_view(), r);
+  std::vector<float> out(5 * 896, NAN);
+  hadamard_rotate(m.view(), MutableTensorView{out.data(), DType::f32, 5, 896}, r);
+  for (int64_t i = 0; i < 5 * 896; ++i)
+    ASSERT_EQ(float_to_bf16_bits(out[size_t(i)]), reinterpret_cast<const uint16_t*>(in_place.bytes.data())[i]);
+  EXPECT_THROW(hadamard_rotate(m.view(), MutableTensorView{out.data(), DType::f32, 4, 896}, r), Error);
+}
+
 TEST(Hadamard, RotatingBothSidesKeepsTheProduct) {
   const int64_t k = 3584;
   auto x = test::random_matrix(2, k, DType::f32, 1);
