@@ -12,6 +12,18 @@
 namespace kbit::io {
 namespace {
 
+// Writes q as weight "w" into DIR/x.safetensors with its metadata replaced by `meta`.
+SafetensorsFile write_with_metadata(const std::filesystem::path& dir, const QuantizedMatrix& q, const std::string& meta) {
+  const auto p = (dir / "x.safetensors").string();
+  SafetensorsWriter w(p);
+  declare_quantized(w, "w", q.rows(), q.cols(), q.bits());
+  w.begin();
+  write_quantized(w, "w", q);
+  w.set_metadata("w.kbit", meta);
+  w.finish();
+  return SafetensorsFile::open(p);
+}
+
 TEST(Container, RoundTripsQuantizedMatrices) {
   const auto dir = test::temp_dir("c");
   const auto path = (dir / "q.safetensors").string();
@@ -56,16 +68,7 @@ TEST(Container, RejectsInconsistentMetadata) {
   const auto dir = test::temp_dir("bad");
   const auto m = test::random_matrix(4, 32, DType::f32, 1);
   const QuantizedMatrix a = cpu::quantize(m.view(), Codebook::bnf(4));
-  auto write_with = [&](const std::string& meta) {
-    const auto p = (dir / "x.safetensors").string();
-    SafetensorsWriter w(p);
-    declare_quantized(w, "w", 4, 32, 4);
-    w.begin();
-    write_quantized(w, "w", a);
-    w.set_metadata("w.kbit", meta);
-    w.finish();
-    return SafetensorsFile::open(p);
-  };
+  auto write_with = [&](const std::string& meta) { return write_with_metadata(dir, a, meta); };
   EXPECT_THROW(load_quantized(write_with(R"({"k":6,"shape":[4,32],"tensor_scale":1})"), "w"), Error);
   EXPECT_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,33],"tensor_scale":1})"), "w"), Error);
   EXPECT_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,32],"tensor_scale":0.3})"), "w"), Error);
@@ -103,16 +106,7 @@ TEST(Container, RotationRoundTripsAndIsValidated) {
   EXPECT_EQ(load_quantized(f, "b").rotation(), b.rotation());
   EXPECT_EQ(cpu::repack(load_quantized(f, "a"), Layout::tiled_k64).rotation(), q.rotation());
 
-  auto write_with = [&](const std::string& meta) {
-    const auto p = (dir / "x.safetensors").string();
-    SafetensorsWriter w(p);
-    declare_quantized(w, "w", 8, 3584, 3);
-    w.begin();
-    write_quantized(w, "w", q);
-    w.set_metadata("w.kbit", meta);
-    w.finish();
-    return SafetensorsFile::open(p);
-  };
+  auto write_with = [&](const std::string& meta) { return write_with_metadata(dir, q, meta); };
   const std::string head = R"({"k":3,"shape":[8,3584],"tensor_scale":)" + std::to_string(q.tensor_scale()) + ",";
   EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"diag","size":64}})"), "w"), Error);
   EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"block","size":48}})"), "w"), Error);
