@@ -19,7 +19,7 @@ grep -E "ptxas info|spill" "$LOGS/build.log" | grep -B1 -E "spill stores|Used" |
 log "spills: $(grep -c -E '[1-9][0-9]* bytes spill' "$LOGS/ptxas.txt") kernels with nonzero spill bytes"
 
 log "GPU tests"
-(cd build-dev && ctest -L gpu --output-on-failure --timeout 600) > "$LOGS/ctest_gpu.log" 2>&1
+(cd build-dev && ctest -L gpu --output-on-failure --timeout 600 -j4 ${KBIT_CTEST_ARGS:-}) > "$LOGS/ctest_gpu.log" 2>&1
 tail -5 "$LOGS/ctest_gpu.log" | tee -a "$OUT/summary.txt"
 grep -E "Failed|FAILED" "$LOGS/ctest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
 
@@ -32,16 +32,18 @@ if [ "${KBIT_SKIP_FORMAT:-0}" != 1 ]; then
 fi
 
 if [ "${KBIT_SKIP_MODEL_BENCH:-0}" != 1 ]; then
+if [ "${KBIT_SKIP_CALIBRATE:-0}" != 1 ]; then
 log "timing-core calibration: kbit bench calibrate"
 build-dev/kbit bench calibrate --repeats 7 > "$OUT/calibrate.txt" 2>&1
 log "calibrate rc=$?"; cat "$OUT/calibrate.txt" | tee -a "$OUT/summary.txt"
+fi
 
 # The model tables, one model per run (a time-out loses one model at most).
 BENCH_ARGS=${KBIT_BENCH_ARGS:---m 1,2,4,8,16,32,64,512,4096 --bits 2,3,4,5}
 : > "$OUT/bench.txt"; : > "$OUT/bench.jsonl"
 for model in ${KBIT_BENCH_MODELS:-glm47 qwen3_coder_next kimi_k3_latent}; do
   log "benchmark: kbit bench --model $model $BENCH_ARGS"
-  timeout "${KBIT_BENCH_TIMEOUT:-240}" build-dev/kbit bench --model "$model" $BENCH_ARGS --json "$LOGS/bench_$model.jsonl" \
+  timeout "${KBIT_BENCH_TIMEOUT:-240}" build-dev/kbit bench --model "$model" $BENCH_ARGS ${KBIT_BENCH_BACKENDS:+--backend $KBIT_BENCH_BACKENDS} --json "$LOGS/bench_$model.jsonl" \
     --svg "$OUT/bench_glm47_q.svg.$model" > "$LOGS/bench_$model.txt" 2> "$LOGS/bench_progress_$model.txt"
   log "bench $model rc=$?"
   cat "$LOGS/bench_$model.txt" >> "$OUT/bench.txt"; cat "$LOGS/bench_$model.jsonl" >> "$OUT/bench.jsonl" 2>/dev/null
@@ -52,14 +54,18 @@ fi
 
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
-  F='--gtest_filter=-GpuFormat.LargeEmbedding*'
+  F="--gtest_filter=${KBIT_MEMCHECK_FILTER:--GpuFormat.LargeEmbedding*:GpuLinear.ModelShapes:GpuLinear.Awkward*}"
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$LOGS/memcheck.log" 2>&1
   log "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$LOGS/memcheck.log" | tail -1)"
-  timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
-    --gtest_filter='GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*' > "$LOGS/racecheck.log" 2>&1
+  timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
+    --gtest_filter="${KBIT_RACECHECK_FILTER:-GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*:GpuLinear.Bias*:GpuLinear.BitIdentical*}" > "$LOGS/racecheck.log" 2>&1
   log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/racecheck.log" | tail -1)"
 fi
 
 cuobjdump -sass build-dev/CMakeFiles/kbit.dir/src/cuda/quantize.cu.o > "$LOGS/quantize.sass" 2>&1 || true
 cuobjdump -sass build-dev/CMakeFiles/kbit.dir/src/cuda/dequantize.cu.o > "$LOGS/dequantize.sass" 2>&1 || true
+for k in 2 4; do
+  cuobjdump -sass -fun "${KBIT_SASS_FUN:-_ZN4kbit4cuda6detail19fused_linear_kernelILi${k}E13__nv_bfloat16Li1ELi4EEEvNS1_9FusedArgsE}" \
+    build-dev/CMakeFiles/kbit.dir/src/cuda/linear/fused_linear_k$k.cu.o > "$LOGS/fused_k$k.sass" 2>&1 || true
+done
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"

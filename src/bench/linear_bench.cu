@@ -13,7 +13,8 @@
 #include <map>
 #include <memory>
 
-#include "bench/cublas_gemm.h"
+#include "dispatch/cublas_gemm.h"
+#include "kbit/linear.h"
 #include "cpu/parallel.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -24,6 +25,7 @@ namespace kbit::bench {
 namespace {
 
 using cuda::detail::check_cuda;
+using kbit::detail::LtGemm;
 
 // Uniform in [-scale, scale), from a hash of (index, seed): reproducible, never all zero.
 float hash_uniform(uint64_t i, uint32_t seed, float scale) {
@@ -108,9 +110,11 @@ class CublasBackend : public Backend {
     for (int i = 1; i < sets; ++i) w_.push_back(copy_of(w_[0]));
     // The fixture multiplies only the first half of K: plausible-looking and wrong.
     gemm_ = std::make_unique<LtGemm>(in.c.m, in.c.n, wrong_ ? in.c.k / 2 : in.c.k, dtype_, in.c.residual);
+    if (lt_ws_.size() == 0) lt_ws_ = Buffer::allocate(Memory::device, kbit::detail::kLtWorkspaceBytes);
   }
   void launch(cudaStream_t s, int set) override {
-    gemm_->run(x_[size_t(set)].data(), w_[size_t(set)].data(), r_or_null(set), y_[size_t(set)].data(), s);
+    gemm_->run(x_[size_t(set)].data(), w_[size_t(set)].data(), r_or_null(set), nullptr, y_[size_t(set)].data(),
+               lt_ws_.data(), lt_ws_.size(), s);
   }
   std::string config() const override { return gemm_ ? gemm_->config() + (wrong_ ? ", K/2 (test fixture)" : "") : ""; }
 
@@ -118,6 +122,7 @@ class CublasBackend : public Backend {
   DType dtype_;
   bool wrong_;
   std::vector<Buffer> w_;
+  Buffer lt_ws_;
   std::unique_ptr<LtGemm> gemm_;
 };
 
@@ -138,11 +143,13 @@ class DequantCublasBackend : public Backend {
     }
     workspace_ = Buffer::allocate(Memory::device, size_t(in.c.n * in.c.k) * 2);
     gemm_ = std::make_unique<LtGemm>(in.c.m, in.c.n, in.c.k, DType::bf16, in.c.residual);
+    if (lt_ws_.size() == 0) lt_ws_ = Buffer::allocate(Memory::device, kbit::detail::kLtWorkspaceBytes);
     n_ = in.c.n, k_ = in.c.k, bits_ = in.c.bits;
   }
   void launch(cudaStream_t s, int set) override {
     cuda::dequantize(q_[size_t(set)], MutableTensorView{workspace_.data(), DType::bf16, n_, k_}, s);
-    gemm_->run(x_[size_t(set)].data(), workspace_.data(), r_or_null(set), y_[size_t(set)].data(), s);
+    gemm_->run(x_[size_t(set)].data(), workspace_.data(), r_or_null(set), nullptr, y_[size_t(set)].data(),
+               lt_ws_.data(), lt_ws_.size(), s);
   }
   std::string config() const override {
     return "dequantize flat k=" + std::to_string(bits_) + " -> bf16 workspace, " + (gemm_ ? gemm_->config() : "");
@@ -150,13 +157,55 @@ class DequantCublasBackend : public Backend {
 
  private:
   std::vector<QuantizedMatrix> q_;
-  Buffer workspace_;
+  Buffer workspace_, lt_ws_;
   std::unique_ptr<LtGemm> gemm_;
   int64_t n_ = 0, k_ = 0;
   int bits_ = 0;
 };
 
+// kbit::linear on the mma16 layout: the automatic plan, or one path forced.
+class KbitLinearBackend : public Backend {
+ public:
+  explicit KbitLinearBackend(LinearPath path) : path_(path) {}
+  std::string name() const override {
+    return path_ == LinearPath::automatic ? "kbit_linear" : "kbit_" + std::string(linear_path_name(path_));
+  }
+  bool is_kbit() const override { return true; }
+  double weight_bytes(const CaseInputs& in) const override { return double(in.q->storage_bytes()); }
+  void prepare(const CaseInputs& in, int sets) override {
+    prepare_activations(in, sets);
+    q_.clear();
+    for (int i = 0; i < sets; ++i) q_.push_back(cuda::repack(*in.q, Layout::mma16, nullptr));
+    if (!ws_ || ws_->limits().max_m < in.c.m || ws_->limits().max_n < in.c.n || ws_->limits().max_k < in.c.k) {
+      ws_.reset();
+      ws_ = std::make_unique<LinearWorkspace>(LinearWorkspace::Limits{std::max<int64_t>(in.c.m, 64), std::max<int64_t>(in.c.n, 24576), std::max<int64_t>(in.c.k, 12288), true});
+    }
+    opts_ = LinearOptions{};
+    opts_.path = path_;
+    m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
+    plan_ = plan_linear(m_, n_, k_, in.c.bits, opts_);
+  }
+  void launch(cudaStream_t s, int set) override {
+    LinearOptions o = opts_;
+    if (residual_) o.residual = TensorView{r_[size_t(set)].data(), DType::bf16, m_, n_};
+    linear(TensorView{x_[size_t(set)].data(), DType::bf16, m_, k_}, q_[size_t(set)],
+           MutableTensorView{y_[size_t(set)].data(), DType::bf16, m_, n_}, *ws_, s, o);
+  }
+  std::string config() const override { return plan_.describe(); }
+
+ private:
+  LinearPath path_;
+  std::vector<QuantizedMatrix> q_;
+  std::unique_ptr<LinearWorkspace> ws_;
+  LinearOptions opts_;
+  LinearPlan plan_;
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  bool residual_ = false;
+};
+
 std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "kbit_linear") return std::make_unique<KbitLinearBackend>(LinearPath::automatic);
+  if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
   if (name == "kbit_dequant_cublas") return std::make_unique<DequantCublasBackend>();
@@ -212,12 +261,12 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 }  // namespace
 
 std::vector<std::string> backend_names() {
-  return {"cublas_bf16", "cublas_fp16", "kbit_dequant_cublas", "fixture_wrong"};
+  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_fused_mma", "kbit_dequant_cublas", "fixture_wrong"};
 }
 
 std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
   std::vector<std::string> backend_list = o.backends;
-  if (backend_list.empty()) backend_list = {"cublas_bf16", "cublas_fp16", "kbit_dequant_cublas"};
+  if (backend_list.empty()) backend_list = {"cublas_bf16", "cublas_fp16", "kbit_linear"};
   std::vector<std::unique_ptr<Backend>> backends;
   for (const auto& n : backend_list) backends.push_back(make_backend(n));
   for (int k : o.bits) require_supported_bits(k);

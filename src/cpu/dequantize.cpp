@@ -14,12 +14,10 @@ namespace {
 // Row r of W as floats, w[c] = cb[idx] * (s * e4m4(e)) with one fp32 rounding.
 void dequantize_row(const QuantizedMatrix& q, float s, int64_t r, float* out) {
   const Geometry& g = q.geometry();
-  const int k = g.bits;
   uint8_t idx[kBlockSize];
   for (int64_t b = 0; b < g.blocks_per_row(); ++b) {
-    const int64_t slot = g.slot(q.layout(), r, b);
-    const float amax = decoded_block_amax(s, q.scales()[slot]);
-    unpack_block(q.words() + slot * k, k, idx);
+    const float amax = decoded_block_amax(s, q.scales()[g.slot(q.layout(), r, b)]);
+    read_block_indices(g, q.layout(), q.words(), r, b, idx);
     for (int j = 0; j < kBlockSize; ++j) out[b * kBlockSize + j] = kbit::detail::mul_rn(q.codebook()[idx[j]], amax);
   }
 }

@@ -94,14 +94,17 @@ QuantizedMatrix repack(const QuantizedMatrix& q, Layout to) {
   out.set_tensor_scale(q.tensor_scale());
   out.set_rotation(q.rotation());
   const Geometry g = q.geometry();
-  const int k = g.bits;
   const int64_t nb = g.blocks_per_row();
-  detail::parallel_for(g.rows, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
+  // Whole stripes per task: mma16 rows of one stripe share words (padding stays zero).
+  const int64_t rows_per_task = 256;
+  const int64_t tasks = (g.rows + rows_per_task - 1) / rows_per_task;
+  detail::parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    uint8_t idx[kBlockSize];
+    for (int64_t r = t0 * rows_per_task; r < std::min(g.rows, t1 * rows_per_task); ++r)
       for (int64_t b = 0; b < nb; ++b) {
-        const int64_t from = g.slot(q.layout(), r, b), to_slot = g.slot(to, r, b);
-        out.scales()[to_slot] = q.scales()[from];
-        for (int t = 0; t < k; ++t) out.words()[to_slot * k + t] = q.words()[from * k + t];
+        out.scales()[g.slot(to, r, b)] = q.scales()[g.slot(q.layout(), r, b)];
+        read_block_indices(g, q.layout(), q.words(), r, b, idx);
+        write_block_indices(g, to, out.words(), r, b, idx);
       }
   });
   return out;

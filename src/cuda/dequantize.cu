@@ -13,6 +13,7 @@
 // 3.59-3.63 TB/s (82% of 4.40, 1.3x cudaMemcpy); f32 output 338-342 us; BENCHMARKS.md.
 #include "common.cuh"
 #include "kbit/cuda.h"
+#include "mma16.h"
 
 namespace kbit::cuda {
 namespace {
@@ -212,6 +213,7 @@ void dequantize(const QuantizedMatrix& q, const MutableTensorView& out, cudaStre
   kbit::detail::check_matrix(q, "dequantize", Memory::device);
   detail::check_device_view(out, "dequantize output");
   kbit::detail::check_same_shape(q, out, "dequantize");
+  if (q.layout() == Layout::mma16) return detail::dequantize_mma16(q, out, stream);
   const Geometry g = q.geometry();
   const bool vec = detail::aligned16(out.data, out.stride(), dtype_size(out.dtype));
   const unsigned grid = detail::grid_for(g.block_slots(q.layout()), kThreads);
@@ -228,6 +230,7 @@ cpu::ErrorStats quantization_error(const TensorView& original, const QuantizedMa
   kbit::detail::check_matrix(q, "quantization_error", Memory::device);
   detail::check_device_view(original, "quantization_error original");
   kbit::detail::check_same_shape(q, original, "quantization_error");
+  KBIT_REQUIRE(q.layout() != Layout::mma16, "quantization_error: repack the mma16 matrix to flat first");
   q.tensor_scale();  // surfaces a NaN/Inf status from quantize
   const Geometry g = q.geometry();
   const bool vec = detail::aligned16(original.data, original.stride(), dtype_size(original.dtype));

@@ -1,10 +1,12 @@
-// GPU repack between layouts (flat <-> tiled_k64), bit-exact with the CPU.
+// GPU repack between layouts (flat <-> tiled_k64 here, mma16 in mma16.cu), bit-exact
+// with the CPU.
 // One thread per destination slot: it copies the k words and the scale byte of
 // the block that slot holds, or writes zeros for a padding slot, so every byte
 // of the destination is written. Measured (H200, 2026-11-29, 16384 x 16384):
 // 93-255 us for k = 2..5, 1.4-1.9 TB/s; a load-time operation, not tuned further.
 #include "common.cuh"
 #include "kbit/cuda.h"
+#include "mma16.h"
 
 namespace kbit::cuda {
 namespace {
@@ -41,10 +43,14 @@ void repack_into(const QuantizedMatrix& src, QuantizedMatrix& dst, cudaStream_t 
                ", ", dst.cols(), "] k=", dst.bits(), " differ");
   KBIT_REQUIRE(src.codebook() == dst.codebook(), "repack: source and destination codebooks differ");
   const Geometry g = src.geometry();
-  const unsigned grid = detail::grid_for(g.block_slots(dst.layout()), kThreads);
-  repack_kernel<<<grid, kThreads, 0, stream>>>(src.words(), src.scales(), src.layout(), dst.words(), dst.scales(),
-                                               dst.layout(), g);
-  detail::check_launch("repack kernel");
+  if (src.layout() == Layout::mma16 || dst.layout() == Layout::mma16) {
+    detail::repack_mma16(src, dst, stream);
+  } else {
+    const unsigned grid = detail::grid_for(g.block_slots(dst.layout()), kThreads);
+    repack_kernel<<<grid, kThreads, 0, stream>>>(src.words(), src.scales(), src.layout(), dst.words(), dst.scales(),
+                                                 dst.layout(), g);
+    detail::check_launch("repack kernel");
+  }
   detail::check_cuda(cudaMemcpyAsync(dst.device_meta(), src.device_meta(), sizeof(DeviceMeta), cudaMemcpyDeviceToDevice,
                                      stream),
                      "repack: copying metadata");

@@ -3,6 +3,8 @@
 
 #include <random>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "kbit/layout.h"
 
@@ -56,7 +58,7 @@ TEST(Geometry, SlotMapsAreBijections) {
   for (int64_t n : {1, 3, 17})
     for (int64_t kc : {1, 32, 33, 64, 65, 200}) {
       const Geometry g{n, kc, 3};
-      for (Layout l : {Layout::flat, Layout::tiled_k64}) {
+      for (Layout l : {Layout::flat, Layout::tiled_k64, Layout::mma16}) {
         std::set<int64_t> seen;
         for (int64_t r = 0; r < n; ++r)
           for (int64_t b = 0; b < g.blocks_per_row(); ++b) {
@@ -91,6 +93,55 @@ TEST(Geometry, SixtyFourBitIndexingForAnEmbedding) {
   big.block_of_slot(Layout::tiled_k64, big.block_slots(Layout::tiled_k64) - 1, r, b);
   EXPECT_EQ(r, (1 << 20) - 1);
   EXPECT_EQ(b, 2047);
+}
+
+// mma16: every (lane, pair, element, index bit) of a unit lands on a distinct word bit,
+// and the 2k words of a lane hold exactly its 64 indices.
+TEST(Mma16, CodeBitsAreABijectionPerLane) {
+  for (int k = 2; k <= 5; ++k) {
+    std::set<int> seen;
+    for (int q = 0; q < 32; ++q)
+      for (int b = 0; b < 2 * k; ++b) {
+        const int pos = mma16_code_bit(k, q, b);
+        ASSERT_GE(pos, 0);
+        ASSERT_LT(pos, 64 * k);
+        ASSERT_TRUE(seen.insert(pos).second) << "k=" << k << " q=" << q << " b=" << b;
+      }
+    // each lane owns 64 distinct (row, element) positions: rows g, g+8 and elements 8c..8c+7
+    std::set<std::tuple<int, int, int>> owned;
+    for (int r16 = 0; r16 < 16; ++r16)
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 32; ++i) {
+          const Mma16Pair p = mma16_pair(r16, j, i);
+          ASSERT_EQ(p.lane / 4, r16 % 8);
+          ASSERT_EQ(p.lane % 4, i / 8);
+          ASSERT_TRUE(owned.insert({p.lane, p.q, p.e}).second);
+        }
+    EXPECT_EQ(owned.size(), 32u * 64u);
+  }
+}
+
+TEST(Mma16, WriteThenReadRoundTripsEveryBlock) {
+  std::mt19937 rng(3);
+  for (int k = 2; k <= 5; ++k) {
+    const Geometry g{19, 200, k};
+    std::vector<uint32_t> words(size_t(g.packed_words(Layout::mma16)), 0);
+    std::vector<std::vector<uint8_t>> blocks;
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t b = 0; b < g.blocks_per_row(); ++b) {
+        std::vector<uint8_t> idx(32);
+        for (auto& v : idx) v = uint8_t(rng() % (1u << k));
+        write_block_indices(g, Layout::mma16, words.data(), r, b, idx.data());
+        blocks.push_back(idx);
+      }
+    size_t i = 0;
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t b = 0; b < g.blocks_per_row(); ++b) {
+        uint8_t got[32];
+        read_block_indices(g, Layout::mma16, words.data(), r, b, got);
+        ASSERT_EQ(std::vector<uint8_t>(got, got + 32), blocks[i++]) << "k=" << k << " r=" << r << " b=" << b;
+      }
+  }
 }
 
 }  // namespace

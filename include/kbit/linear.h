@@ -1,0 +1,85 @@
+// kbit::linear: y[M, N] = x[M, K] @ W^T (+ bias) (+ residual) with W a kbit matrix
+// on the GPU, on the caller's stream. x and y are f16 or bf16 (y in x's dtype),
+// accumulation is fp32. Calls never synchronize the host, never allocate device
+// memory (a LinearWorkspace is sized once), can be captured in a CUDA graph, and
+// give bit-identical results run to run.
+//
+// Paths (LinearPath), chosen by M, shape, bit width and GPU (see plan_linear):
+//   fused_mma       dequantize + mma.sync in one kernel (W in the mma16 layout);
+//                   every M, best for decode and small batches;
+//   dequant_cublas  dequantize W into the workspace, then cuBLASLt (prefill).
+// When W carries a Hadamard rotation, x is rotated first (a separate kernel into
+// the workspace).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "kbit/quantized_matrix.h"
+#include "kbit/tensor.h"
+
+namespace kbit {
+
+enum class LinearPath : uint8_t { automatic, fused_mma, dequant_cublas };
+std::string_view linear_path_name(LinearPath p);
+LinearPath parse_linear_path(std::string_view name);  // "auto", "fused_mma", "dequant_cublas"
+
+// What runs for one call. n_tiles, warps and splits describe the fused kernel.
+struct LinearPlan {
+  LinearPath path = LinearPath::fused_mma;
+  int n_tiles = 1;  // tokens per CTA / 8: 1, 2, 4 or 8
+  int warps = 4;    // warps per CTA: 4 or 8
+  int splits = 1;   // CTAs per 16-row stripe along K
+  std::string source;  // "table", "heuristic" or "forced"
+  std::string describe() const;
+};
+
+struct LinearOptions {
+  const void* bias = nullptr;  // [N], x's dtype, device; null for none
+  TensorView residual{};       // [M, N], x's dtype, device; data null for none (may equal y)
+  LinearPath path = LinearPath::automatic;
+  // Fused-kernel overrides (0: from the tuned table or the heuristic).
+  int n_tiles = 0, warps = 0, splits = 0;
+};
+
+// Device scratch for kbit::linear: split-K partials and counters, the rotated
+// activations, and (for the dequant_cublas path) a 16-bit copy of the largest W
+// plus cuBLASLt's workspace. Allocated once here; one workspace per stream.
+class LinearWorkspace {
+ public:
+  struct Limits {
+    int64_t max_m = 64;
+    int64_t max_n = 0;
+    int64_t max_k = 0;
+    bool dequant_path = true;  // reserve max_n * max_k 16-bit elements for large M
+  };
+  explicit LinearWorkspace(const Limits& limits);
+  ~LinearWorkspace();
+  LinearWorkspace(const LinearWorkspace&) = delete;
+  LinearWorkspace& operator=(const LinearWorkspace&) = delete;
+
+  const Limits& limits() const { return limits_; }
+  size_t device_bytes() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  Limits limits_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The plan kbit::linear uses for these sizes on the current GPU (no GPU work).
+LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOptions& options = {});
+
+// W must be a device matrix in the mma16 layout (cuda::repack(q, Layout::mma16)),
+// except that the dequant_cublas path also takes flat and tiled_k64.
+void linear(const TensorView& x, const QuantizedMatrix& w, const MutableTensorView& y, LinearWorkspace& workspace,
+            cudaStream_t stream, const LinearOptions& options = {});
+
+}  // namespace kbit

@@ -1,0 +1,9 @@
+// Host-side checks of device pointers, usable from plain C++ files (common.cuh has the rest).
+#pragma once
+
+#include <string_view>
+
+namespace kbit::cuda::detail {
+// Throws unless p is device (or managed) memory of the current CUDA context.
+void check_device_pointer(const void* p, std::string_view what);
+}  // namespace kbit::cuda::detail

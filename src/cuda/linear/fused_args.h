@@ -1,0 +1,56 @@
+// Arguments and launch entry points of the fused dequantize + mma.sync kernel
+// (fused_linear.cuh). Host code (src/dispatch) fills FusedArgs; the kernels are
+// instantiated per bit width in fused_linear_k{2,3,4,5}.cu.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kbit/dtype.h"
+#include "kbit/quantized_matrix.h"
+
+namespace kbit::cuda::detail {
+
+struct FusedArgs {
+  const uint2* words = nullptr;   // mma16 words, as [stripe][supertile][plane][lane] 8-byte units
+  const uint2* scales = nullptr;  // mma16 scales, as [stripe][supertile][g] 8-byte units
+  const DeviceMeta* meta = nullptr;
+  const void* x = nullptr;  // [M, K] rows of ldx elements (f16 or bf16)
+  int64_t ldx = 0;
+  void* y = nullptr;  // [M, N] rows of ldy elements, x's dtype
+  int64_t ldy = 0;
+  const void* bias = nullptr;      // [N] or null
+  const void* residual = nullptr;  // [M, N] rows of ldr elements, or null
+  int64_t ldr = 0;
+  float* partials = nullptr;    // [splits][token tiles * tile][stripes * 16] when splits > 1
+  unsigned* counters = nullptr;  // [token tiles][stripes], zero between calls
+  int M = 0, N = 0, K = 0;
+  int supertiles = 0;      // per row (K / 128 rounded up)
+  int stripes = 0;         // N / 16 rounded up
+  int splits = 1;          // CTAs per stripe along K; none of them empty
+  int supertiles_per_split = 0;
+  bool x_vec = false;      // x rows 16-byte aligned and K % 8 == 0: 16-byte activation loads
+};
+
+// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8).
+struct FusedShape {
+  int n_tiles = 1;
+  int warps = 4;
+};
+
+// Grid: (stripes, splits, ceil(M / (8 * n_tiles))).
+void launch_fused_k2(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+void launch_fused_k3(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+void launch_fused_k4(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+void launch_fused_k5(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+
+}  // namespace kbit::cuda::detail
+
+namespace kbit::cuda::detail {
+// Resident CTAs per SM of the instantiation for (bits, shape, dtype) on the current GPU.
+int fused_occupancy_k2(FusedShape s, DType t);
+int fused_occupancy_k3(FusedShape s, DType t);
+int fused_occupancy_k4(FusedShape s, DType t);
+int fused_occupancy_k5(FusedShape s, DType t);
+}  // namespace kbit::cuda::detail

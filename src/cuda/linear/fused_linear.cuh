@@ -1,0 +1,349 @@
+// Fused dequantize + tensor-core GEMM: y[M, N] = x[M, K] W^T (+ bias) (+ residual),
+// W in the mma16 layout (layout.h), x and y fp16 or bf16, fp32 accumulation.
+//
+// Computes y^T = W x^T with mma.sync.m16n8k16: the decoded weights are the A
+// operand (16 rows of W), the tokens the narrow n = 8 dimension (B operand, read
+// straight from x in global memory: the mma16 layout puts each lane's k positions
+// on 8 consecutive elements of x, one 16-byte load per block and n-tile).
+// Per lane and supertile (16 rows x 128 columns): k 8-byte weight loads (streamed,
+// evict-first), one 8-byte scale load; 32 pairs decoded into half2/bfloat162 A
+// registers, 8 MMAs per n-tile, and the block scale applied to the fp32 MMA result
+// of each block (4 FMAs per n-tile per block).
+// Decode: k=2 looks a pair up with one prmt from a 4-level codebook held in two
+// registers (selector = index * 0x11 + 0x40 per byte: lo byte from pool 0-3, hi
+// byte from pool 4-7); k=3..5 look a pair code (2k bits) up in a shared-memory
+// table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
+// never conflict on a bank. Scales: float(byte << 19) * 2^116 is E4M4 exactly
+// (E4M4 subnormals become fp32 subnormals).
+// Launch: grid (stripes, splits, token tiles), WARPS warps per CTA on one stripe,
+// supertiles interleaved over warps, D supertiles of loads in flight per warp;
+// warps reduce through shared memory in warp order, splits through an fp32
+// workspace reduced by the last CTA to arrive (a counter, not float atomics), so
+// results are bit-identical run to run. Empty splits never exist (host side).
+// Measured speed: BENCHMARKS.md (kbit bench, backend kbit_linear).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "../common.cuh"
+#include "fused_args.h"
+
+namespace kbit::cuda::detail {
+
+template <int KB>
+struct PairLut {
+  static constexpr int entries = KB == 2 ? 0 : 1 << (2 * KB);
+  static constexpr int replicas = KB == 5 ? 8 : 32;
+  static constexpr int words = entries * replicas;  // 32 KB at most
+};
+
+template <typename T>
+__device__ __forceinline__ uint32_t to_bits16(float v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half_as_ushort(__float2half_rn(v));
+  } else {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ uint2 load_stream(const uint2* p) {
+  uint2 v;
+  asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+// E4M4 byte -> its value, exactly (see the file comment).
+__device__ __forceinline__ float e4m4_value(uint32_t byte) { return __uint_as_float(byte << 19) * 0x1p116f; }
+
+// A registers (a0..a3) of k-step s of block j from a lane's 2k words.
+template <int KB>
+__device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j, int s, const uint32_t* lut, int lane,
+                                             uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
+  if constexpr (KB == 2) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t idx = (w[j] >> (4 * s + 2 * h)) & 0x03030303u;
+      const uint32_t sel = idx * 0x11u + 0x40404040u;
+      a[2 * h] = __byte_perm(pool_lo, pool_hi, sel);
+      a[2 * h + 1] = __byte_perm(pool_lo, pool_hi, sel >> 16);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int q16 = (j % 2) * 8 + s * 4 + r;
+      uint32_t code;
+      if constexpr (KB == 3) {
+        code = ((w[j] >> (4 * (4 * s + r))) & 0xfu) | (((w[4 + j / 2] >> (2 * q16)) & 3u) << 4);
+      } else if constexpr (KB == 4) {
+        code = (w[2 * j + s] >> (8 * r)) & 0xffu;
+      } else {
+        code = ((w[2 * j + s] >> (8 * r)) & 0xffu) | (((w[8 + j / 2] >> (2 * q16)) & 3u) << 8);
+      }
+      a[r] = lut[code * PairLut<KB>::replicas + (lane % PairLut<KB>::replicas)];
+    }
+  }
+}
+
+// 8 consecutive activations (raw 16-bit values) of token t from column col; zeros past M or K.
+__device__ __forceinline__ uint4 load_x8(const uint16_t* x, int64_t ldx, int M, int K, bool vec, int t, int col) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (t < M) {
+    const uint16_t* p = x + int64_t(t) * ldx + col;
+    if (vec && col + 8 <= K) {
+      v = __ldg(reinterpret_cast<const uint4*>(p));
+    } else {
+      uint32_t e[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) e[i] = col + i < K ? p[i] : 0u;
+      v = make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16);
+    }
+  }
+  return v;
+}
+
+template <int KB, typename T, int NT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1) fused_linear_kernel(const FusedArgs args) {
+  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);  // supertiles of weight loads in flight per warp
+  using Lut = PairLut<KB>;
+  extern __shared__ __align__(16) uint32_t smem[];
+  uint32_t* lut = smem;
+  float* red = reinterpret_cast<float*>(smem + Lut::words);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int stripe = blockIdx.x, split = blockIdx.y, m0 = blockIdx.z * NT * 8;
+  const DeviceMeta* meta = args.meta;
+
+  uint32_t pool_lo = 0, pool_hi = 0;
+  if constexpr (KB == 2) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t b = to_bits16<T>(meta->codebook[i]);
+      pool_lo |= (b & 0xffu) << (8 * i);
+      pool_hi |= (b >> 8) << (8 * i);
+    }
+  } else {
+    for (int i = threadIdx.x; i < Lut::words / 4; i += WARPS * 32) {
+      const int entry = i * 4 / Lut::replicas;
+      const uint32_t v = to_bits16<T>(meta->codebook[entry & ((1 << KB) - 1)]) |
+                         to_bits16<T>(meta->codebook[entry >> KB]) << 16;
+      reinterpret_cast<uint4*>(lut)[i] = make_uint4(v, v, v, v);
+    }
+    __syncthreads();
+  }
+
+  const int st_begin = split * args.supertiles_per_split;
+  const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
+  const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
+  const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
+  const uint16_t* x = static_cast<const uint16_t*>(args.x);
+
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  uint2 buf[D][KB], sbuf[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const int st = st_begin + warp + d * WARPS;
+    if (st < st_end) {
+#pragma unroll
+      for (int u = 0; u < KB; ++u) buf[d][u] = load_stream(wbase + (int64_t(st) * KB + u) * 32);
+      sbuf[d] = __ldg(sbase + int64_t(st) * 8);
+    }
+  }
+
+  for (int base = st_begin + warp; base < st_end; base += D * WARPS) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int st = base + d * WARPS;
+      if (st >= st_end) break;
+      uint32_t w[2 * KB];
+#pragma unroll
+      for (int u = 0; u < KB; ++u) w[2 * u] = buf[d][u].x, w[2 * u + 1] = buf[d][u].y;
+      const uint2 sc = sbuf[d];
+      const int next = st + D * WARPS;
+      if (next < st_end) {
+#pragma unroll
+        for (int u = 0; u < KB; ++u) buf[d][u] = load_stream(wbase + (int64_t(next) * KB + u) * 32);
+        sbuf[d] = __ldg(sbase + int64_t(next) * 8);
+      }
+      const int col0 = st * 128 + 8 * c;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint4 xv[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, col0 + 32 * j);
+        float tmp[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          uint32_t a[4];
+          decode_pairs<KB>(w, j, s, lut, lane, pool_lo, pool_hi, a);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_16816<T>(tmp[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+        }
+        const float s_lo = e4m4_value((sc.x >> (8 * j)) & 0xffu), s_hi = e4m4_value((sc.y >> (8 * j)) & 0xffu);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          acc[nt][0] = fmaf(tmp[nt][0], s_lo, acc[nt][0]);
+          acc[nt][1] = fmaf(tmp[nt][1], s_lo, acc[nt][1]);
+          acc[nt][2] = fmaf(tmp[nt][2], s_hi, acc[nt][2]);
+          acc[nt][3] = fmaf(tmp[nt][3], s_hi, acc[nt][3]);
+        }
+      }
+    }
+  }
+
+  // Warps of the CTA: sum in warp order.
+  if constexpr (WARPS > 1) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[((warp * NT + nt) * 4 + i) * 32 + lane] = acc[nt][i];
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = 0.0f;
+#pragma unroll
+        for (int ww = 0; ww < WARPS; ++ww) v += red[((ww * NT + nt) * 4 + i) * 32 + lane];
+        acc[nt][i] = v;
+      }
+  }
+
+  // Splits along K: every split stores its partial; the last to arrive sums them in split order.
+  if (args.splits > 1) {
+    const int64_t npad = int64_t(args.stripes) * 16, mpad = int64_t(gridDim.z) * NT * 8;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+        args.partials[(split * mpad + t) * npad + row] = acc[nt][i];
+      }
+    __threadfence();
+    __syncwarp();
+    unsigned* counter = args.counters + int64_t(blockIdx.z) * args.stripes + stripe;
+    unsigned arrived = 0;
+    if (lane == 0) arrived = atomicAdd(counter, 1u);
+    arrived = __shfl_sync(0xffffffffu, arrived, 0);
+    if (arrived != unsigned(args.splits - 1)) return;
+    __threadfence();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+        float v = 0.0f;
+        for (int sp = 0; sp < args.splits; ++sp) v += __ldcg(args.partials + (sp * mpad + t) * npad + row);
+        acc[nt][i] = v;
+      }
+    if (lane == 0) *counter = 0;  // ready for the next call on the stream
+  }
+
+  const float ts = meta->tensor_scale;
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* res = static_cast<const T*>(args.residual);
+  T* y = static_cast<T*>(args.y);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = stripe * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+      if (row < args.N && t < args.M) {
+        float v = acc[nt][i] * ts;
+        if (bias) v += Element<T>::to_float(bias[row]);
+        if (res) v += Element<T>::to_float(res[int64_t(t) * args.ldr + row]);
+        y[int64_t(t) * args.ldy + row] = Element<T>::from_float(v);
+      }
+    }
+}
+
+template <int KB, int NT, int WARPS>
+constexpr size_t fused_smem_bytes() {
+  return size_t(PairLut<KB>::words) * 4 + (WARPS > 1 ? size_t(WARPS) * NT * 4 * 32 * 4 : 0);
+}
+
+template <int KB, typename T, int NT, int WARPS>
+cudaError_t configure_fused_instance() {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      fused_linear_kernel<KB, T, NT, WARPS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(fused_smem_bytes<KB, NT, WARPS>()));
+  return configured;
+}
+
+template <int KB, typename T, int NT, int WARPS>
+int occupancy_instance() {
+  check_cuda(configure_fused_instance<KB, T, NT, WARPS>(), "fused linear: setting the shared memory size");
+  int blocks = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fused_linear_kernel<KB, T, NT, WARPS>, WARPS * 32,
+                                                           fused_smem_bytes<KB, NT, WARPS>()),
+             "fused linear: occupancy");
+  return blocks;
+}
+
+template <int KB, typename T, int NT, int WARPS>
+void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
+  const size_t smem = fused_smem_bytes<KB, NT, WARPS>();
+  check_cuda(configure_fused_instance<KB, T, NT, WARPS>(), "fused linear: setting the shared memory size");
+  const dim3 grid(unsigned(a.stripes), unsigned(a.splits), unsigned((a.M + NT * 8 - 1) / (NT * 8)));
+  fused_linear_kernel<KB, T, NT, WARPS><<<grid, WARPS * 32, smem, stream>>>(a);
+  check_launch("fused linear kernel");
+}
+
+// Calls f.template operator()<T, NT, WARPS>() for the instantiation of (shape, dtype).
+template <typename F>
+auto with_fused_instance(FusedShape s, DType t, F&& f) {
+  auto typed = [&]<typename T>() {
+    auto with_nt = [&]<int NT>() {
+      if (s.warps == 8) return f.template operator()<T, NT, 8>();
+      KBIT_REQUIRE(s.warps == 4, "fused linear: warps per CTA must be 4 or 8, got ", s.warps);
+      return f.template operator()<T, NT, 4>();
+    };
+    switch (s.n_tiles) {
+      case 1: return with_nt.template operator()<1>();
+      case 2: return with_nt.template operator()<2>();
+      case 4: return with_nt.template operator()<4>();
+      case 8: return with_nt.template operator()<8>();
+      default: throw Error(kbit::detail::concat("fused linear: n_tiles must be 1, 2, 4 or 8, got ", s.n_tiles));
+    }
+  };
+  if (t == DType::f16) return typed.template operator()<__half>();
+  KBIT_REQUIRE(t == DType::bf16, "fused linear: x must be F16 or BF16, got ", dtype_name(t));
+  return typed.template operator()<__nv_bfloat16>();
+}
+
+template <int KB>
+void launch_fused(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
+  with_fused_instance(s, t, [&]<typename T, int NT, int WARPS>() { launch_fused_instance<KB, T, NT, WARPS>(a, stream); });
+}
+
+template <int KB>
+int fused_occupancy(FusedShape s, DType t) {
+  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS>() { return occupancy_instance<KB, T, NT, WARPS>(); });
+}
+
+}  // namespace kbit::cuda::detail

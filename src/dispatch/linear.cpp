@@ -1,0 +1,254 @@
+// kbit::linear: argument checks, path selection and the launch of the chosen path.
+#include "kbit/linear.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/checks.h"
+#include "cuda/device_checks.h"
+#include "cuda/linear/fused_args.h"
+#include "dispatch/cublas_gemm.h"
+#include "dispatch/linear_configs.h"
+#include "kbit/cuda.h"
+
+namespace kbit {
+
+namespace {
+
+constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, bounds the partials workspace
+
+void check_cuda_call(cudaError_t e, std::string_view what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(detail::concat(what, ": ", cudaGetErrorString(e)));
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+int current_sm_count() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 132;
+    }
+    return n;
+  }();
+  return sms;
+}
+
+int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
+  static std::map<std::tuple<int, int, int, int>, int> cache;
+  const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int v = 4;
+  if (cuda::device_available()) {
+    switch (bits) {
+      case 2: v = cuda::detail::fused_occupancy_k2(s, t); break;
+      case 3: v = cuda::detail::fused_occupancy_k3(s, t); break;
+      case 4: v = cuda::detail::fused_occupancy_k4(s, t); break;
+      default: v = cuda::detail::fused_occupancy_k5(s, t); break;
+    }
+  }
+  cache[key] = std::max(v, 1);
+  return cache[key];
+}
+
+int n_tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+
+// Splits along K that minimise (waves of CTAs) x (supertiles per warp), never leaving a split empty.
+int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, DType t) {
+  const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
+  const int64_t slots = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps}, t);
+  int best = 1;
+  double best_cost = 1e300;
+  for (int64_t s = 1; s <= std::min<int64_t>(32, supertiles); ++s) {
+    const int64_t per = ceil_div(supertiles, s), eff = ceil_div(supertiles, per);
+    if (eff != s) continue;
+    if (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) break;
+    const int64_t waves = ceil_div(stripes * tiles * s, slots);
+    const double cost = double(waves) * double(ceil_div(per, warps)) + (s > 1 ? 0.5 : 0.0);
+    if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string_view linear_path_name(LinearPath p) {
+  switch (p) {
+    case LinearPath::automatic: return "auto";
+    case LinearPath::fused_mma: return "fused_mma";
+    case LinearPath::dequant_cublas: return "dequant_cublas";
+  }
+  return "?";
+}
+
+LinearPath parse_linear_path(std::string_view name) {
+  for (LinearPath p : {LinearPath::automatic, LinearPath::fused_mma, LinearPath::dequant_cublas})
+    if (linear_path_name(p) == name) return p;
+  throw Error(detail::concat("unknown linear path '", name, "' (expected auto, fused_mma or dequant_cublas)"));
+}
+
+std::string LinearPlan::describe() const {
+  if (path == LinearPath::dequant_cublas) return "dequant_cublas (" + source + ")";
+  return detail::concat("fused_mma n_tiles=", n_tiles, " warps=", warps, " splits=", splits, " (", source, ")");
+}
+
+LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOptions& o) {
+  require_supported_bits(bits);
+  KBIT_REQUIRE(m > 0 && n > 0 && k > 0, "linear: sizes must be positive, got M=", m, " N=", n, " K=", k);
+  LinearPlan p;
+  p.source = "heuristic";
+  const detail::LinearConfig* c = detail::find_linear_config(bits, n, k, m);
+  if (c) p.source = "table";
+  p.path = o.path != LinearPath::automatic ? o.path
+           : c                            ? c->path
+           : m > detail::kDefaultFusedMaxM ? LinearPath::dequant_cublas
+                                           : LinearPath::fused_mma;
+  if (p.path == LinearPath::dequant_cublas) return p;
+  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : n_tiles_for(m);
+  p.warps = o.warps ? o.warps : c ? c->warps : 4;
+  KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
+               "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
+  KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
+  p.splits = o.splits ? o.splits
+             : c      ? c->splits
+                      : heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, DType::bf16);
+  // Never an empty split, never more partial rows than the workspace holds.
+  const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * p.n_tiles);
+  p.splits = int(std::clamp<int64_t>(p.splits, 1, supertiles));
+  p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
+  while (p.splits > 1 && p.splits * tiles * 8 * p.n_tiles > kMaxPartialRows) --p.splits;
+  p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
+  if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic) p.source = "forced";
+  return p;
+}
+
+struct LinearWorkspace::Impl {
+  Buffer partials, counters, rotated, dequant, lt_workspace;
+  int64_t partial_floats = 0, counter_count = 0;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
+};
+
+LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_unique<Impl>()) {
+  KBIT_REQUIRE(l.max_m > 0 && l.max_n > 0 && l.max_k > 0, "LinearWorkspace: max_m, max_n and max_k must be positive, got ",
+               l.max_m, ", ", l.max_n, ", ", l.max_k);
+  KBIT_REQUIRE(cuda::device_available(), "LinearWorkspace needs a CUDA GPU: ", cuda::device_description());
+  const int64_t npad = ceil_div(l.max_n, 16) * 16;
+  impl_->partial_floats = kMaxPartialRows * npad;
+  impl_->counter_count = ceil_div(std::max<int64_t>(l.max_m, kMaxPartialRows), 8) * ceil_div(l.max_n, 16);
+  impl_->partials = Buffer::allocate(Memory::device, size_t(impl_->partial_floats) * 4);
+  impl_->counters = Buffer::allocate(Memory::device, size_t(impl_->counter_count) * 4);
+  check_cuda_call(cudaMemset(impl_->counters.data(), 0, impl_->counters.size()), "LinearWorkspace: clearing counters");
+  impl_->rotated = Buffer::allocate(Memory::device, size_t(l.max_m * l.max_k) * 2);
+  if (l.dequant_path) {
+    impl_->dequant = Buffer::allocate(Memory::device, size_t(l.max_n * l.max_k) * 2);
+    impl_->lt_workspace = Buffer::allocate(Memory::device, detail::kLtWorkspaceBytes);
+  }
+}
+
+LinearWorkspace::~LinearWorkspace() = default;
+
+size_t LinearWorkspace::device_bytes() const {
+  return impl_->partials.size() + impl_->counters.size() + impl_->rotated.size() + impl_->dequant.size() +
+         impl_->lt_workspace.size();
+}
+
+namespace {
+
+void check_activation(const TensorView& v, std::string_view what) {
+  detail::check_float_view(v, what);
+  KBIT_REQUIRE(is_16bit(v.dtype), what, ": dtype ", dtype_name(v.dtype), " is not supported (expected F16 or BF16)");
+  cuda::detail::check_device_pointer(v.data, what);
+}
+
+}  // namespace
+
+void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTensorView& y, LinearWorkspace& ws,
+            cudaStream_t stream, const LinearOptions& o) {
+  detail::check_matrix(w, "linear weight", Memory::device);
+  check_activation(x_in, "linear x");
+  check_activation(y, "linear y");
+  const int64_t m = x_in.rows, n = w.rows(), k = w.cols();
+  KBIT_REQUIRE(x_in.cols == k, "linear: x has ", x_in.cols, " columns but W has K = ", k);
+  KBIT_REQUIRE(y.rows == m && y.cols == n, "linear: y is [", y.rows, ", ", y.cols, "], expected [", m, ", ", n, "]");
+  KBIT_REQUIRE(y.dtype == x_in.dtype, "linear: y is ", dtype_name(y.dtype), " but x is ", dtype_name(x_in.dtype));
+  if (o.residual.data) {
+    check_activation(o.residual, "linear residual");
+    KBIT_REQUIRE(o.residual.rows == m && o.residual.cols == n && o.residual.dtype == x_in.dtype,
+                 "linear: residual must be [", m, ", ", n, "] ", dtype_name(x_in.dtype), ", got [", o.residual.rows,
+                 ", ", o.residual.cols, "] ", dtype_name(o.residual.dtype));
+  }
+  if (o.bias) {
+    cuda::detail::check_device_pointer(o.bias, "linear bias");
+    KBIT_REQUIRE(reinterpret_cast<uintptr_t>(o.bias) % 2 == 0, "linear bias: pointer ", o.bias, " is not 2-byte aligned");
+  }
+  const auto& lim = ws.limits();
+  KBIT_REQUIRE(m <= lim.max_m && n <= lim.max_n && k <= lim.max_k, "linear: [M=", m, ", N=", n, ", K=", k,
+               "] exceeds the workspace limits [", lim.max_m, ", ", lim.max_n, ", ", lim.max_k, "]");
+  auto& impl = ws.impl();
+
+  TensorView x = x_in;
+  if (w.rotation()) {
+    MutableTensorView rx{impl.rotated.data(), x.dtype, m, k};
+    cuda::hadamard_rotate(x_in, rx, *w.rotation(), false, stream);
+    x = rx;
+  }
+
+  LinearPlan plan = plan_linear(m, n, k, w.bits(), o);
+  const bool contiguous = x.stride() == k && y.stride() == n && (!o.residual.data || o.residual.stride() == n);
+  if (plan.path == LinearPath::dequant_cublas && (impl.dequant.size() == 0 || !contiguous)) {
+    KBIT_REQUIRE(o.path != LinearPath::dequant_cublas, "linear: the dequant_cublas path needs ",
+                 impl.dequant.size() == 0 ? "a workspace created with dequant_path" : "contiguous x, y and residual");
+    LinearOptions fused = o;
+    fused.path = LinearPath::fused_mma;
+    plan = plan_linear(m, n, k, w.bits(), fused);
+  }
+
+  if (plan.path == LinearPath::dequant_cublas) {
+    MutableTensorView wd{impl.dequant.data(), x.dtype, n, k};
+    cuda::dequantize(w, wd, stream);
+    const auto key = std::make_tuple(m, n, k, int(x.dtype), o.residual.data != nullptr, o.bias != nullptr);
+    auto& gemm = impl.gemms[key];
+    if (!gemm) gemm = std::make_unique<detail::LtGemm>(m, n, k, x.dtype, o.residual.data != nullptr, o.bias != nullptr);
+    gemm->run(x.data, wd.data, o.residual.data, o.bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
+    return;
+  }
+
+  KBIT_REQUIRE(w.layout() == Layout::mma16, "linear: the fused path needs W in the mma16 layout (got ",
+               layout_name(w.layout()), "); use cuda::repack(w, Layout::mma16)");
+  const Geometry g = w.geometry();
+  cuda::detail::FusedArgs a;
+  a.words = reinterpret_cast<const uint2*>(w.words());
+  a.scales = reinterpret_cast<const uint2*>(w.scales());
+  a.meta = w.device_meta();
+  a.x = x.data, a.ldx = x.stride();
+  a.y = y.data, a.ldy = y.stride();
+  a.bias = o.bias;
+  a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
+  a.partials = static_cast<float*>(impl.partials.data());
+  a.counters = static_cast<unsigned*>(impl.counters.data());
+  a.M = int(m), a.N = int(n), a.K = int(k);
+  a.supertiles = int(g.supertiles()), a.stripes = int(g.stripes());
+  a.splits = plan.splits;
+  a.supertiles_per_split = int(ceil_div(a.supertiles, a.splits));
+  a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
+  const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
+  KBIT_REQUIRE(a.splits == 1 || (a.splits * tiles * 8 * plan.n_tiles <= kMaxPartialRows &&
+                                 tiles * a.stripes <= impl.counter_count),
+               "linear: splits=", a.splits, " needs more workspace than reserved");
+  KBIT_REQUIRE(tiles <= 65535 && a.splits <= 65535, "linear: M=", m, " is too large for one launch");
+  const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps};
+  switch (w.bits()) {
+    case 2: cuda::detail::launch_fused_k2(a, shape, x.dtype, stream); break;
+    case 3: cuda::detail::launch_fused_k3(a, shape, x.dtype, stream); break;
+    case 4: cuda::detail::launch_fused_k4(a, shape, x.dtype, stream); break;
+    default: cuda::detail::launch_fused_k5(a, shape, x.dtype, stream); break;
+  }
+}
+
+}  // namespace kbit

@@ -1,0 +1,73 @@
+#include "dispatch/linear_configs.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "kbit/error.h"
+
+namespace kbit::generated {
+extern const char* const kLinearConfigsJson;
+}
+
+namespace kbit::detail {
+
+std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
+  std::vector<LinearConfig> out;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    for (const auto& e : j.at("entries")) {
+      LinearConfig c;
+      c.device = e.at("device").get<std::string>();
+      c.bits = e.at("bits").get<int>();
+      c.n = e.at("n").get<int64_t>(), c.k = e.at("k").get<int64_t>(), c.m = e.at("m").get<int64_t>();
+      c.path = parse_linear_path(e.at("path").get<std::string>());
+      c.n_tiles = e.value("n_tiles", 1), c.warps = e.value("warps", 4), c.splits = e.value("splits", 1);
+      c.us = e.value("us", 0.0);
+      out.push_back(c);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("linear config table: ") + e.what());
+  }
+  return out;
+}
+
+std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
+  std::string s = "{\n  \"_doc\": \"Tuned kbit::linear plans, written by `kbit tune`: for M in (previous m, m] of the "
+                  "same device, bits, n, k.\",\n  \"entries\": [\n";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& c = entries[i];
+    nlohmann::json e = {{"device", c.device}, {"bits", c.bits}, {"n", c.n}, {"k", c.k}, {"m", c.m},
+                        {"path", std::string(linear_path_name(c.path))}, {"n_tiles", c.n_tiles}, {"warps", c.warps},
+                        {"splits", c.splits}, {"us", std::round(c.us * 100) / 100}};
+    s += "    " + e.dump() + (i + 1 < entries.size() ? ",\n" : "\n");
+  }
+  return s + "  ]\n}\n";
+}
+
+const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
+                                       int64_t n, int64_t k, int64_t m) {
+  const LinearConfig* best = nullptr;
+  for (const auto& c : table)
+    if (c.device == device && c.bits == bits && c.n == n && c.k == k && c.m >= m && (!best || c.m < best->m)) best = &c;
+  return best;
+}
+
+const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m) {
+  static const std::vector<LinearConfig> table = parse_linear_configs(generated::kLinearConfigsJson);
+  static const std::string device = [] {
+    int dev = 0;
+    cudaDeviceProp p{};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return std::string();
+    }
+    return std::string(p.name);
+  }();
+  if (device.empty()) return nullptr;
+  return find_linear_config(table, device, bits, n, k, m);
+}
+
+}  // namespace kbit::detail

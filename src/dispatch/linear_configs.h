@@ -1,0 +1,35 @@
+// The tuned configuration table of kbit::linear (data/linear_configs.json, written by
+// `kbit tune`, compiled in): for a GPU, bit width and shape, which path and fused
+// kernel shape is fastest for M up to each tuned value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kbit/linear.h"
+
+namespace kbit::detail {
+
+// Above this M the default (untuned) plan is dequantize + cuBLASLt.
+inline constexpr int64_t kDefaultFusedMaxM = 256;
+
+struct LinearConfig {
+  std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H200"
+  int bits = 4;
+  int64_t n = 0, k = 0, m = 0;  // applies to M in (previous tuned M, m]
+  LinearPath path = LinearPath::fused_mma;
+  int n_tiles = 1, warps = 4, splits = 1;
+  double us = 0;  // measured median
+};
+
+// Entries of a table in the data/linear_configs.json format; throws on malformed text.
+std::vector<LinearConfig> parse_linear_configs(const std::string& json_text);
+std::string linear_configs_to_json(const std::vector<LinearConfig>& entries);
+
+// The compiled-in entry for the current GPU, or null.
+const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m);
+const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
+                                       int64_t n, int64_t k, int64_t m);
+
+}  // namespace kbit::detail

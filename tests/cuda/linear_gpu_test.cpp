@@ -1,0 +1,311 @@
+// kbit::linear on the GPU against the fp64 CPU reference over the dequantized
+// weights: every k, fp16 and bf16, M from 1 to 512, model and awkward shapes,
+// every path and fused-kernel shape forced and the dispatcher, poisoned outputs,
+// bias and residual, run-to-run bit identity, graph capture, rotation, bad input.
+// Also the mma16 layout: GPU repack and dequantize bit-exact with the CPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kbit/cpu.h"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/linear.h"
+#include "support/test_support.h"
+
+namespace kbit {
+namespace {
+
+using test::HostMatrix;
+using test::random_matrix;
+
+Buffer upload(const HostMatrix& m) {
+  Buffer b = Buffer::allocate(Memory::device, m.bytes.size());
+  EXPECT_EQ(cudaMemcpy(b.data(), m.bytes.data(), m.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  return b;
+}
+
+std::vector<uint16_t> download16(const void* p, size_t count) {
+  std::vector<uint16_t> v(count);
+  EXPECT_EQ(cudaMemcpy(v.data(), p, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
+}
+
+float to_float(DType t, uint16_t b) { return t == DType::f16 ? half_bits_to_float(b) : bf16_bits_to_float(b); }
+
+// ||got - ref||_F / ||ref||_F over the first m rows; non-finite output is an error of infinity.
+double relative_error(DType t, const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t m, int64_t n) {
+  double e = 0, r = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    const double y = to_float(t, got[size_t(i)]);
+    if (!std::isfinite(y)) return INFINITY;
+    e += (y - ref[size_t(i)]) * (y - ref[size_t(i)]);
+    r += ref[size_t(i)] * ref[size_t(i)];
+  }
+  return r > 0 ? std::sqrt(e / r) : std::sqrt(e);
+}
+
+double tolerance(DType t) { return t == DType::f16 ? 3e-3 : 1e-2; }
+
+struct Quantized {
+  QuantizedMatrix host_flat, device_mma16, device_flat;
+};
+Quantized quantize_random(int64_t n, int64_t k, int bits, uint64_t seed) {
+  const HostMatrix w = random_matrix(n, k, DType::f32, seed, 0.02f, 0.001);
+  Quantized q;
+  q.host_flat = cpu::quantize(w.view(), Codebook::bnf(bits));
+  q.device_flat = cuda::to_device(q.host_flat);
+  q.device_mma16 = cuda::repack(q.device_flat, Layout::mma16, nullptr);
+  return q;
+}
+
+TEST(GpuMma16, RepackAndDequantizeAreBitExactWithTheCpu) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {17, 100}, {33, 5152}, {300, 96}, {16, 128}};
+  uint64_t seed = 11;
+  for (auto [n, k] : shapes)
+    for (int bits = 2; bits <= 5; ++bits) {
+      const std::string what = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits);
+      const HostMatrix w = random_matrix(n, k, DType::f32, seed++);
+      const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
+      const QuantizedMatrix cpu_mma = cpu::repack(flat, Layout::mma16);
+      const QuantizedMatrix gpu_mma = cuda::to_host(cuda::repack(cuda::to_device(flat), Layout::mma16, nullptr));
+      ASSERT_EQ(gpu_mma.word_count(), cpu_mma.word_count()) << what;
+      ASSERT_EQ(0, std::memcmp(gpu_mma.words(), cpu_mma.words(), size_t(cpu_mma.word_count()) * 4)) << what;
+      ASSERT_EQ(0, std::memcmp(gpu_mma.scales(), cpu_mma.scales(), size_t(cpu_mma.scale_count()))) << what;
+      // back to flat on both sides
+      const QuantizedMatrix back = cuda::to_host(cuda::repack(cuda::to_device(cpu_mma), Layout::flat, nullptr));
+      ASSERT_EQ(0, std::memcmp(back.words(), flat.words(), size_t(flat.word_count()) * 4)) << what;
+      ASSERT_EQ(0, std::memcmp(back.scales(), flat.scales(), size_t(flat.scale_count()))) << what;
+      const QuantizedMatrix cpu_back = cpu::repack(cpu_mma, Layout::flat);
+      ASSERT_EQ(0, std::memcmp(cpu_back.words(), flat.words(), size_t(flat.word_count()) * 4)) << what;
+      // dequantize from mma16 on the GPU == CPU dequantize of flat (poisoned output)
+      HostMatrix ref{std::vector<uint8_t>(size_t(n * k) * 2), DType::bf16, n, k, k};
+      cpu::dequantize(flat, ref.mutable_view());
+      Buffer out = Buffer::allocate(Memory::device, size_t(n * k) * 2);
+      ASSERT_EQ(cudaMemset(out.data(), 0xff, out.size()), cudaSuccess);
+      cuda::dequantize(cuda::to_device(cpu_mma), MutableTensorView{out.data(), DType::bf16, n, k}, nullptr);
+      ASSERT_EQ(download16(out.data(), size_t(n * k)),
+                std::vector<uint16_t>(reinterpret_cast<const uint16_t*>(ref.bytes.data()),
+                                      reinterpret_cast<const uint16_t*>(ref.bytes.data()) + n * k))
+          << what;
+    }
+}
+
+struct PathCase {
+  LinearOptions o;
+  std::string name;
+};
+std::vector<PathCase> path_cases(int64_t m) {
+  std::vector<PathCase> v;
+  v.push_back({{}, "auto"});
+  LinearOptions d;
+  d.path = LinearPath::dequant_cublas;
+  v.push_back({d, "dequant_cublas"});
+  const int base_tiles = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  for (int nt : {base_tiles, 8})
+    for (int warps : {4, 8})
+      for (int splits : {1, 3}) {
+        LinearOptions f;
+        f.path = LinearPath::fused_mma;
+        f.n_tiles = nt, f.warps = warps, f.splits = splits;
+        v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
+                            " splits=" + std::to_string(splits)});
+        if (nt == 8 && base_tiles == 8) break;
+      }
+  return v;
+}
+
+// For each (shape, k, dtype): one quantized W, one x of max(M) rows, the fp64 reference,
+// then every M (a prefix of x) through every path, with poisoned y.
+void check_shape(int64_t n, int64_t k, const std::vector<int64_t>& ms, const std::vector<int>& bits_list,
+                 bool all_paths, uint64_t seed) {
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+  LinearWorkspace ws({max_m, n, k, true});
+  for (int bits : bits_list)
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const Quantized q = quantize_random(n, k, bits, seed++);
+      const HostMatrix x = random_matrix(max_m, k, dt, seed++);
+      const std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+      Buffer xd = upload(x);
+      Buffer yd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
+      for (int64_t m : ms) {
+        auto cases = path_cases(m);
+        if (!all_paths) cases.resize(2);
+        for (const auto& pc : cases) {
+          const std::string what = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits) + " " +
+                                   std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " " + pc.name;
+          ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+          const QuantizedMatrix& w = pc.o.path == LinearPath::dequant_cublas ? q.device_flat : q.device_mma16;
+          ASSERT_NO_THROW(linear(TensorView{xd.data(), dt, m, k}, w, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr,
+                                 pc.o))
+              << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          const auto got = download16(yd.data(), size_t(max_m * n));
+          const double err = relative_error(dt, got, ref, m, n);
+          EXPECT_LE(err, tolerance(dt)) << what;
+          // rows past M untouched (still the poison)
+          if (m < max_m) EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
+        }
+      }
+    }
+}
+
+TEST(GpuLinear, AwkwardShapesEveryMEveryPath) {
+  KBIT_SKIP_WITHOUT_GPU();
+  std::vector<int64_t> ms;
+  for (int64_t m = 1; m <= 17; ++m) ms.push_back(m);
+  for (int64_t m : {31, 32, 33, 64, 100, 512}) ms.push_back(m);
+  check_shape(100, 96, ms, {2, 3, 4, 5}, true, 101);
+  check_shape(300, 5152, ms, {2, 3, 4, 5}, true, 202);
+  check_shape(17, 33, {1, 2, 9, 64}, {2, 3, 4, 5}, true, 303);
+}
+
+TEST(GpuLinear, ModelShapes) {
+  KBIT_SKIP_WITHOUT_GPU();
+  // glm47 kv, qwen3 q and shared_dn (K = 512), kimi latent; glm47 q and o at small M.
+  check_shape(2048, 5120, {1, 4, 16, 33, 64}, {2, 3, 4, 5}, false, 401);
+  check_shape(4096, 2048, {1, 8, 17, 512}, {2, 4}, false, 402);
+  check_shape(2048, 512, {1, 5, 16, 100}, {3, 5}, false, 403);
+  check_shape(7168, 3584, {1, 16}, {2, 3, 4, 5}, false, 404);
+  check_shape(12288, 5120, {1, 16}, {4}, false, 405);
+  check_shape(5120, 12288, {1, 2}, {2}, false, 406);
+}
+
+TEST(GpuLinear, BiasResidualAndStridedViews) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 264, k = 1000, m = 12;
+  LinearWorkspace ws({m, n, k, true});
+  for (int bits : {2, 5})
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const Quantized q = quantize_random(n, k, bits, 900 + bits);
+      const HostMatrix x = random_matrix(m, k, dt, 7, 1.0f, 0.0, k + 8);  // strided rows
+      const HostMatrix r = random_matrix(m, n, dt, 8);
+      const HostMatrix b = random_matrix(1, n, dt, 9);
+      std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
+      Buffer xd = upload(x), rd = upload(r), bd = upload(b);
+      for (LinearPath path : {LinearPath::fused_mma, LinearPath::automatic}) {
+        Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
+        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+        LinearOptions o;
+        o.path = path;
+        o.bias = bd.data();
+        o.residual = TensorView{rd.data(), dt, m, n};
+        linear(TensorView{xd.data(), dt, m, k, k + 8}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n, n + 4},
+               ws, nullptr, o);
+        const auto all = download16(yd.data(), size_t(m * (n + 4)));
+        std::vector<uint16_t> got;
+        for (int64_t i = 0; i < m; ++i) got.insert(got.end(), all.begin() + i * (n + 4), all.begin() + i * (n + 4) + n);
+        EXPECT_LE(relative_error(dt, got, ref, m, n), tolerance(dt)) << "k=" << bits << " " << dtype_name(dt);
+        EXPECT_EQ(all[size_t(n)], 0xffff) << "wrote into the row padding";
+      }
+      // in place: residual == y
+      Buffer yd = upload(r);
+      LinearOptions o;
+      o.bias = bd.data();
+      o.residual = TensorView{yd.data(), dt, m, n};
+      linear(TensorView{xd.data(), dt, m, k, k + 8}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, o);
+      EXPECT_LE(relative_error(dt, download16(yd.data(), size_t(m * n)), ref, m, n), tolerance(dt)) << "in place";
+    }
+}
+
+TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 4096, k = 5120;
+  LinearWorkspace ws({64, n, k, true});
+  const Quantized q = quantize_random(n, k, 4, 77);
+  for (int64_t m : {1, 16, 64}) {
+    const HostMatrix x = random_matrix(m, k, DType::bf16, 78);
+    Buffer xd = upload(x), y1 = Buffer::allocate(Memory::device, size_t(m * n) * 2),
+           y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+    LinearOptions o;
+    o.splits = 5;  // several splits: the reduction order must not depend on arrival order
+    const TensorView xv{xd.data(), DType::bf16, m, k};
+    linear(xv, q.device_mma16, MutableTensorView{y1.data(), DType::bf16, m, n}, ws, nullptr, o);
+    const auto first = download16(y1.data(), size_t(m * n));
+    for (int rep = 0; rep < 5; ++rep) {
+      linear(xv, q.device_mma16, MutableTensorView{y2.data(), DType::bf16, m, n}, ws, nullptr, o);
+      ASSERT_EQ(download16(y2.data(), size_t(m * n)), first) << "M=" << m << " repeat " << rep;
+    }
+    // captured in a graph and replayed
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaMemset(y2.data(), 0xff, y2.size()), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (int i = 0; i < 3; ++i) linear(xv, q.device_mma16, MutableTensorView{y2.data(), DType::bf16, m, n}, ws, s, o);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(download16(y2.data(), size_t(m * n)), first) << "graph replay, M=" << m;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
+}
+
+TEST(GpuLinear, RotatedWeightsRotateTheActivations) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 96, k = 3584, m = 5;
+  LinearWorkspace ws({m, n, k, true});
+  for (RotationMode mode : {RotationMode::block, RotationMode::row}) {
+    const Rotation rot = Rotation::make(mode, 64, k, 5);
+    HostMatrix w = random_matrix(n, k, DType::f32, 31, 0.02f, 0.001);
+    hadamard_rotate(w.mutable_view(), rot);
+    QuantizedMatrix qh = cpu::quantize(w.view(), Codebook::bnf(3));
+    qh.set_rotation(rot);
+    const QuantizedMatrix qd = cuda::repack(cuda::to_device(qh), Layout::mma16, nullptr);
+    ASSERT_TRUE(qd.rotation().has_value());
+    const HostMatrix x = random_matrix(m, k, DType::f16, 32);
+    HostMatrix xr = random_matrix(m, k, DType::f32, 0);
+    hadamard_rotate(x.view(), xr.mutable_view(), rot);
+    const std::vector<double> ref = cpu::matmul_fp64(xr.view(), qh);
+    Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+    ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+    linear(TensorView{xd.data(), DType::f16, m, k}, qd, MutableTensorView{yd.data(), DType::f16, m, n}, ws, nullptr);
+    EXPECT_LE(relative_error(DType::f16, download16(yd.data(), size_t(m * n)), ref, m, n), 3e-3)
+        << (mode == RotationMode::block ? "block" : "row");
+  }
+}
+
+TEST(GpuLinear, BadInputIsAClearError) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 64, k = 256, m = 4;
+  LinearWorkspace ws({m, n, k, false});
+  const Quantized q = quantize_random(n, k, 4, 5);
+  Buffer xd = Buffer::allocate(Memory::device, size_t(m * k) * 4), yd = Buffer::allocate(Memory::device, size_t(m * n) * 4);
+  const TensorView x{xd.data(), DType::bf16, m, k};
+  const MutableTensorView y{yd.data(), DType::bf16, m, n};
+  auto expect_error = [&](auto&& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected one containing '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { linear(x, q.device_flat, y, ws, nullptr); }, "mma16 layout");
+  expect_error([&] { linear(TensorView{xd.data(), DType::f32, m, k}, q.device_mma16, y, ws, nullptr); }, "F16 or BF16");
+  expect_error([&] { linear(TensorView{xd.data(), DType::bf16, m, k - 1}, q.device_mma16, y, ws, nullptr); }, "columns");
+  expect_error([&] { linear(x, q.device_mma16, MutableTensorView{yd.data(), DType::f16, m, n}, ws, nullptr); }, "y is F16");
+  expect_error([&] { linear(TensorView{xd.data(), DType::bf16, m + 1, k}, q.device_mma16,
+                            MutableTensorView{yd.data(), DType::bf16, m + 1, n}, ws, nullptr); }, "workspace limits");
+  LinearOptions d;
+  d.path = LinearPath::dequant_cublas;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, d); }, "dequant_path");
+  LinearOptions bad;
+  bad.n_tiles = 3;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad); }, "n_tiles");
+  std::vector<uint16_t> host_x(size_t(m * k));
+  expect_error([&] { linear(TensorView{host_x.data(), DType::bf16, m, k}, q.device_mma16, y, ws, nullptr); },
+               "not device memory");
+}
+
+}  // namespace
+}  // namespace kbit

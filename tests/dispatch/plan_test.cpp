@@ -1,0 +1,67 @@
+// kbit::linear's planning (host only): paths by M, no empty split, bounded partials,
+// forced options, the tuned-table format and lookup.
+#include <gtest/gtest.h>
+
+#include "dispatch/linear_configs.h"
+#include "kbit/error.h"
+#include "kbit/linear.h"
+
+namespace kbit {
+namespace {
+
+TEST(LinearPlan, SplitsAreNeverEmptyAndPartialsStayBounded) {
+  for (int64_t k : {32, 96, 128, 1536, 5120, 5152, 12288})
+    for (int64_t n : {16, 100, 2048, 12288})
+      for (int64_t m : {1, 4, 16, 33, 64, 200})
+        for (int forced : {0, 1, 3, 7, 40, 1000}) {
+          LinearOptions o;
+          o.path = LinearPath::fused_mma;
+          o.splits = forced;
+          const LinearPlan p = plan_linear(m, n, k, 4, o);
+          const int64_t st = (k + 127) / 128;
+          const int64_t per = (st + p.splits - 1) / p.splits;
+          ASSERT_GE(p.splits, 1);
+          ASSERT_LE(p.splits, st);
+          ASSERT_LT((p.splits - 1) * per, st) << "empty split: K=" << k << " splits=" << p.splits;
+          const int64_t tiles = (m + 8 * p.n_tiles - 1) / (8 * p.n_tiles);
+          if (p.splits > 1) ASSERT_LE(p.splits * tiles * 8 * p.n_tiles, 256);
+        }
+}
+
+TEST(LinearPlan, PathsByM) {
+  EXPECT_EQ(plan_linear(1, 4096, 4096, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(1, 4096, 4096, 4).n_tiles, 1);
+  EXPECT_EQ(plan_linear(16, 4096, 4096, 4).n_tiles, 2);
+  EXPECT_EQ(plan_linear(64, 4096, 4096, 4).n_tiles, 8);
+  EXPECT_EQ(plan_linear(4096, 4096, 4096, 4).path, LinearPath::dequant_cublas);
+  LinearOptions o;
+  o.path = LinearPath::fused_mma;
+  EXPECT_EQ(plan_linear(4096, 4096, 4096, 4, o).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(4096, 4096, 4096, 4, o).source, "forced");
+  EXPECT_THROW(plan_linear(1, 64, 64, 6), Error);
+  EXPECT_THROW(plan_linear(0, 64, 64, 4), Error);
+  o.warps = 5;
+  EXPECT_THROW(plan_linear(1, 64, 64, 4, o), Error);
+  EXPECT_EQ(parse_linear_path("dequant_cublas"), LinearPath::dequant_cublas);
+  EXPECT_THROW(parse_linear_path("fast"), Error);
+}
+
+TEST(LinearConfigs, RoundTripAndLookupByMRange) {
+  std::vector<detail::LinearConfig> t;
+  for (int64_t m : {1, 4, 16}) {
+    detail::LinearConfig c;
+    c.device = "GPU X", c.bits = 4, c.n = 4096, c.k = 2048, c.m = m, c.splits = int(m), c.us = 1.5;
+    t.push_back(c);
+  }
+  const auto back = detail::parse_linear_configs(detail::linear_configs_to_json(t));
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 1)->splits, 1);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 3)->splits, 4);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 16)->splits, 16);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 17), nullptr);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU Y", 4, 4096, 2048, 1), nullptr);
+  EXPECT_THROW(detail::parse_linear_configs("{\"entries\": [{\"bits\": 4}]}"), Error);
+}
+
+}  // namespace
+}  // namespace kbit
