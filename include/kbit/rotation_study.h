@@ -3,6 +3,7 @@
 // rotation, on synthetic weight families. Behind `kbit report hadamard`.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
