@@ -3,6 +3,7 @@
 // GPU when there is one.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>

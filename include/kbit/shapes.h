@@ -2,6 +2,7 @@
 // the tools need no data files at run time).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
