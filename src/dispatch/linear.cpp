@@ -69,8 +69,10 @@ int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int
     const int64_t per = ceil_div(supertiles, s), eff = ceil_div(supertiles, per);
     if (eff != s) continue;
     if (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) break;
-    const int64_t waves = ceil_div(stripes * tiles * s, slots);
-    const double cost = double(waves) * double(ceil_div(per, warps)) + (s > 1 ? 0.5 : 0.0);
+    // persistent CTAs: the busiest CTA runs ceil(items / slots) items of ceil(per / warps) supertiles per warp,
+    // plus a fixed cost per item (reduction, epilogue) and per split (partials)
+    const int64_t items_per_cta = ceil_div(stripes * tiles * s, slots);
+    const double cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
     if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
   }
   return best;
@@ -238,10 +240,11 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.supertiles_per_split = int(ceil_div(a.supertiles, a.splits));
   a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
   const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
+  a.tiles = int(tiles);
+  a.max_ctas = current_sm_count() * occupancy(w.bits(), {plan.n_tiles, plan.warps}, x.dtype);
   KBIT_REQUIRE(a.splits == 1 || (a.splits * tiles * 8 * plan.n_tiles <= kMaxPartialRows &&
                                  tiles * a.stripes <= impl.counter_count),
                "linear: splits=", a.splits, " needs more workspace than reserved");
-  KBIT_REQUIRE(tiles <= 65535 && a.splits <= 65535, "linear: M=", m, " is too large for one launch");
   const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps};
   switch (w.bits()) {
     case 2: cuda::detail::launch_fused_k2(a, shape, x.dtype, stream); break;

@@ -30,7 +30,9 @@ struct FusedArgs {
   int stripes = 0;         // N / 16 rounded up
   int splits = 1;          // CTAs per stripe along K; none of them empty
   int supertiles_per_split = 0;
+  int tiles = 1;           // token tiles: M / (8 n_tiles) rounded up
   bool x_vec = false;      // x rows 16-byte aligned and K % 8 == 0: 16-byte activation loads
+  int max_ctas = 1 << 30;  // persistent grid size (SMs x resident CTAs)
 };
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8).
@@ -39,7 +41,7 @@ struct FusedShape {
   int warps = 4;
 };
 
-// Grid: (stripes, splits, ceil(M / (8 * n_tiles))).
+// Grid: min(items, max_ctas) persistent CTAs over items = stripes x splits x token tiles.
 void launch_fused_k2(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 void launch_fused_k3(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 void launch_fused_k4(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);

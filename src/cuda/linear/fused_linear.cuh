@@ -117,169 +117,198 @@ __device__ __forceinline__ uint4 load_x8(const uint16_t* x, int64_t ldx, int M, 
   return v;
 }
 
+template <int KB, int NT>
+struct Stage {
+  static constexpr int x_tiles = NT == 1 ? 1 : 0;  // M <= 8: activations prefetched with the weights
+  uint2 w[KB];
+  uint2 scales;
+  uint4 x[x_tiles > 0 ? x_tiles : 1][4];
+};
+
 template <int KB, typename T, int NT, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, 1) fused_linear_kernel(const FusedArgs args) {
+__global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);  // supertiles of weight loads in flight per warp
   using Lut = PairLut<KB>;
+  using StageT = Stage<KB, NT>;
+  constexpr int XT = StageT::x_tiles;
   extern __shared__ __align__(16) uint32_t smem[];
+  __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
   float* red = reinterpret_cast<float*>(smem + Lut::words);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  const int stripe = blockIdx.x, split = blockIdx.y, m0 = blockIdx.z * NT * 8;
   const DeviceMeta* meta = args.meta;
 
+  // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
+  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = to_bits16<T>(meta->codebook[threadIdx.x]);
+  __syncthreads();
   uint32_t pool_lo = 0, pool_hi = 0;
   if constexpr (KB == 2) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t b = to_bits16<T>(meta->codebook[i]);
-      pool_lo |= (b & 0xffu) << (8 * i);
-      pool_hi |= (b >> 8) << (8 * i);
+      pool_lo |= (cb16[i] & 0xffu) << (8 * i);
+      pool_hi |= (cb16[i] >> 8) << (8 * i);
     }
   } else {
     for (int i = threadIdx.x; i < Lut::words / 4; i += WARPS * 32) {
       const int entry = i * 4 / Lut::replicas;
-      const uint32_t v = to_bits16<T>(meta->codebook[entry & ((1 << KB) - 1)]) |
-                         to_bits16<T>(meta->codebook[entry >> KB]) << 16;
+      const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[entry >> KB] << 16;
       reinterpret_cast<uint4*>(lut)[i] = make_uint4(v, v, v, v);
     }
     __syncthreads();
   }
-
-  const int st_begin = split * args.supertiles_per_split;
-  const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
-  const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
-  const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
+  const float ts = meta->tensor_scale;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
+  const int items = args.stripes * args.splits * args.tiles;
 
-  float acc[NT][4];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const int stripe = item % args.stripes, split = (item / args.stripes) % args.splits;
+    const int m0 = (item / (args.stripes * args.splits)) * NT * 8;
+    const int st_begin = split * args.supertiles_per_split;
+    const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
+    const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
+    const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
 
-  uint2 buf[D][KB], sbuf[D];
+    float acc[NT][4];
 #pragma unroll
-  for (int d = 0; d < D; ++d) {
-    const int st = st_begin + warp + d * WARPS;
-    if (st < st_end) {
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int u = 0; u < KB; ++u) buf[d][u] = load_stream(wbase + (int64_t(st) * KB + u) * 32);
-      sbuf[d] = __ldg(sbase + int64_t(st) * 8);
-    }
-  }
+      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
-  for (int base = st_begin + warp; base < st_end; base += D * WARPS) {
+    auto load_stage = [&](StageT& sg, int st) {
+#pragma unroll
+      for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(wbase + (int64_t(st) * KB + u) * 32);
+      sg.scales = __ldg(sbase + int64_t(st) * 8);
+#pragma unroll
+      for (int nt = 0; nt < XT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          sg.x[nt][j] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
+    };
+
+    StageT stages[D];
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      const int st = base + d * WARPS;
-      if (st >= st_end) break;
-      uint32_t w[2 * KB];
+      const int st = st_begin + warp + d * WARPS;
+      if (st < st_end) load_stage(stages[d], st);
+    }
+
+    for (int base = st_begin + warp; base < st_end; base += D * WARPS) {
 #pragma unroll
-      for (int u = 0; u < KB; ++u) w[2 * u] = buf[d][u].x, w[2 * u + 1] = buf[d][u].y;
-      const uint2 sc = sbuf[d];
-      const int next = st + D * WARPS;
-      if (next < st_end) {
+      for (int d = 0; d < D; ++d) {
+        const int st = base + d * WARPS;
+        if (st >= st_end) break;
+        const StageT cur = stages[d];
+        const int next = st + D * WARPS;
+        if (next < st_end) load_stage(stages[d], next);
+        uint32_t w[2 * KB];
 #pragma unroll
-        for (int u = 0; u < KB; ++u) buf[d][u] = load_stream(wbase + (int64_t(next) * KB + u) * 32);
-        sbuf[d] = __ldg(sbase + int64_t(next) * 8);
-      }
-      const int col0 = st * 128 + 8 * c;
+        for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
+        const int col0 = st * 128 + 8 * c;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint4 xv[NT];
+        for (int j = 0; j < 4; ++j) {
+          uint4 xv[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, col0 + 32 * j);
-        float tmp[NT][4];
+          for (int nt = 0; nt < NT; ++nt) {
+            if constexpr (XT > 0) {
+              xv[nt] = cur.x[nt < XT ? nt : 0][j];
+            } else {
+              xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, col0 + 32 * j);
+            }
+          }
+          float tmp[NT][4];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+          for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.0f;
+            for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.0f;
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          uint32_t a[4];
-          decode_pairs<KB>(w, j, s, lut, lane, pool_lo, pool_hi, a);
+          for (int s = 0; s < 2; ++s) {
+            uint32_t a[4];
+            decode_pairs<KB>(w, j, s, lut, lane, pool_lo, pool_hi, a);
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_16816<T>(tmp[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
-        }
-        const float s_lo = e4m4_value((sc.x >> (8 * j)) & 0xffu), s_hi = e4m4_value((sc.y >> (8 * j)) & 0xffu);
+            for (int nt = 0; nt < NT; ++nt)
+              mma_16816<T>(tmp[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+          }
+          const float s_lo = e4m4_value((cur.scales.x >> (8 * j)) & 0xffu);
+          const float s_hi = e4m4_value((cur.scales.y >> (8 * j)) & 0xffu);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          acc[nt][0] = fmaf(tmp[nt][0], s_lo, acc[nt][0]);
-          acc[nt][1] = fmaf(tmp[nt][1], s_lo, acc[nt][1]);
-          acc[nt][2] = fmaf(tmp[nt][2], s_hi, acc[nt][2]);
-          acc[nt][3] = fmaf(tmp[nt][3], s_hi, acc[nt][3]);
+          for (int nt = 0; nt < NT; ++nt) {
+            acc[nt][0] = fmaf(tmp[nt][0], s_lo, acc[nt][0]);
+            acc[nt][1] = fmaf(tmp[nt][1], s_lo, acc[nt][1]);
+            acc[nt][2] = fmaf(tmp[nt][2], s_hi, acc[nt][2]);
+            acc[nt][3] = fmaf(tmp[nt][3], s_hi, acc[nt][3]);
+          }
         }
       }
     }
-  }
 
-  // Warps of the CTA: sum in warp order.
-  if constexpr (WARPS > 1) {
+    // Warps of the CTA: sum in warp order.
+    if constexpr (WARPS > 1) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[((warp * NT + nt) * 4 + i) * 32 + lane] = acc[nt][i];
-    __syncthreads();
-    if (warp != 0) return;
+        for (int i = 0; i < 4; ++i) red[((warp * NT + nt) * 4 + i) * 32 + lane] = acc[nt][i];
+      __syncthreads();
+      if (warp == 0) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v = 0.0f;
+          for (int i = 0; i < 4; ++i) {
+            float v = 0.0f;
 #pragma unroll
-        for (int ww = 0; ww < WARPS; ++ww) v += red[((ww * NT + nt) * 4 + i) * 32 + lane];
-        acc[nt][i] = v;
+            for (int ww = 0; ww < WARPS; ++ww) v += red[((ww * NT + nt) * 4 + i) * 32 + lane];
+            acc[nt][i] = v;
+          }
       }
-  }
-
-  // Splits along K: every split stores its partial; the last to arrive sums them in split order.
-  if (args.splits > 1) {
-    const int64_t npad = int64_t(args.stripes) * 16, mpad = int64_t(gridDim.z) * NT * 8;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-        args.partials[(split * mpad + t) * npad + row] = acc[nt][i];
-      }
-    __threadfence();
-    __syncwarp();
-    unsigned* counter = args.counters + int64_t(blockIdx.z) * args.stripes + stripe;
-    unsigned arrived = 0;
-    if (lane == 0) arrived = atomicAdd(counter, 1u);
-    arrived = __shfl_sync(0xffffffffu, arrived, 0);
-    if (arrived != unsigned(args.splits - 1)) return;
-    __threadfence();
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-        float v = 0.0f;
-        for (int sp = 0; sp < args.splits; ++sp) v += __ldcg(args.partials + (sp * mpad + t) * npad + row);
-        acc[nt][i] = v;
-      }
-    if (lane == 0) *counter = 0;  // ready for the next call on the stream
-  }
-
-  const float ts = meta->tensor_scale;
-  const T* bias = static_cast<const T*>(args.bias);
-  const T* res = static_cast<const T*>(args.residual);
-  T* y = static_cast<T*>(args.y);
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = stripe * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-      if (row < args.N && t < args.M) {
-        float v = acc[nt][i] * ts;
-        if (bias) v += Element<T>::to_float(bias[row]);
-        if (res) v += Element<T>::to_float(res[int64_t(t) * args.ldr + row]);
-        y[int64_t(t) * args.ldy + row] = Element<T>::from_float(v);
-      }
+      __syncthreads();  // red is reused by the next item
     }
+    if (warp != 0) continue;
+
+    // Splits along K: every split stores its partial; the last to arrive sums them in split order.
+    if (args.splits > 1) {
+      const int64_t npad = int64_t(args.stripes) * 16, mpad = int64_t(args.tiles) * NT * 8;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+          args.partials[(split * mpad + t) * npad + row] = acc[nt][i];
+        }
+      __threadfence();
+      __syncwarp();
+      unsigned* counter = args.counters + int64_t(m0 / (NT * 8)) * args.stripes + stripe;
+      unsigned arrived = 0;
+      if (lane == 0) arrived = atomicAdd(counter, 1u);
+      arrived = __shfl_sync(0xffffffffu, arrived, 0);
+      if (arrived != unsigned(args.splits - 1)) continue;
+      __threadfence();
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+          float v = 0.0f;
+          for (int sp = 0; sp < args.splits; ++sp) v += __ldcg(args.partials + (sp * mpad + t) * npad + row);
+          acc[nt][i] = v;
+        }
+      if (lane == 0) *counter = 0;  // ready for the next call on the stream
+    }
+
+    const T* bias = static_cast<const T*>(args.bias);
+    const T* res = static_cast<const T*>(args.residual);
+    T* y = static_cast<T*>(args.y);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = stripe * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+        if (row < args.N && t < args.M) {
+          float v = acc[nt][i] * ts;
+          if (bias) v += Element<T>::to_float(bias[row]);
+          if (res) v += Element<T>::to_float(res[int64_t(t) * args.ldr + row]);
+          y[int64_t(t) * args.ldy + row] = Element<T>::from_float(v);
+        }
+      }
+  }
 }
 
 template <int KB, int NT, int WARPS>
@@ -309,7 +338,11 @@ template <int KB, typename T, int NT, int WARPS>
 void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   const size_t smem = fused_smem_bytes<KB, NT, WARPS>();
   check_cuda(configure_fused_instance<KB, T, NT, WARPS>(), "fused linear: setting the shared memory size");
-  const dim3 grid(unsigned(a.stripes), unsigned(a.splits), unsigned((a.M + NT * 8 - 1) / (NT * 8)));
+  // Persistent CTAs: at most a.grid, each looping over (stripe, split, token tile) items.
+  KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
+  const int64_t items = int64_t(a.stripes) * a.splits * a.tiles;
+  KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
+  const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
   fused_linear_kernel<KB, T, NT, WARPS><<<grid, WARPS * 32, smem, stream>>>(a);
   check_launch("fused linear kernel");
 }
