@@ -71,10 +71,18 @@ __device__ __forceinline__ uint2 load_stream(const uint2* p) {
 // E4M4 byte -> its value, exactly (see the file comment).
 __device__ __forceinline__ float e4m4_value(uint32_t byte) { return __uint_as_float(byte << 19) * 0x1p116f; }
 
-// A registers (a0..a3) of k-step s of block j from a lane's 2k words.
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+// A registers (a0..a3) of k-step s of block j from a lane's 2k words. lut_lane is the
+// shared-memory address of this lane's replica of entry 0; entries are replicas * 4 bytes apart.
 template <int KB>
-__device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j, int s, const uint32_t* lut, int lane,
+__device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
                                              uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
+  constexpr uint32_t stride = PairLut<KB>::replicas * 4;
   if constexpr (KB == 2) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -87,15 +95,17 @@ __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j,
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int q16 = (j % 2) * 8 + s * 4 + r;
-      uint32_t code;
-      if constexpr (KB == 3) {
-        code = ((w[j] >> (4 * (4 * s + r))) & 0xfu) | (((w[4 + j / 2] >> (2 * q16)) & 3u) << 4);
-      } else if constexpr (KB == 4) {
-        code = (w[2 * j + s] >> (8 * r)) & 0xffu;
+      uint32_t addr;
+      if constexpr (KB == 4) {
+        addr = __byte_perm(w[2 * j + s], 0u, 0x4440u + r) * stride + lut_lane;  // PRMT + IMAD
+      } else if constexpr (KB == 3) {
+        const uint32_t lo = (w[j] >> (4 * (4 * s + r))) & 0xfu, hi = (w[4 + j / 2] >> (2 * q16)) & 3u;
+        addr = lo * stride + (hi * (16 * stride) + lut_lane);
       } else {
-        code = ((w[2 * j + s] >> (8 * r)) & 0xffu) | (((w[8 + j / 2] >> (2 * q16)) & 3u) << 8);
+        const uint32_t lo = __byte_perm(w[2 * j + s], 0u, 0x4440u + r), hi = (w[8 + j / 2] >> (2 * q16)) & 3u;
+        addr = lo * stride + (hi * (256 * stride) + lut_lane);
       }
-      a[r] = lut[code * PairLut<KB>::replicas + (lane % PairLut<KB>::replicas)];
+      a[r] = lds32(addr);
     }
   }
 }
@@ -117,20 +127,18 @@ __device__ __forceinline__ uint4 load_x8(const uint16_t* x, int64_t ldx, int M, 
   return v;
 }
 
-template <int KB, int NT>
+template <int KB>
 struct Stage {
-  static constexpr int x_tiles = NT == 1 ? 1 : 0;  // M <= 8: activations prefetched with the weights
   uint2 w[KB];
   uint2 scales;
-  uint4 x[x_tiles > 0 ? x_tiles : 1][4];
 };
 
 template <int KB, typename T, int NT, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
-  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);  // supertiles of weight loads in flight per warp
+__global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
+  constexpr int D = KB == 2 ? 4 : 2;  // supertiles of weight loads in flight per warp
   using Lut = PairLut<KB>;
-  using StageT = Stage<KB, NT>;
-  constexpr int XT = StageT::x_tiles;
+  using StageT = Stage<KB>;
+  constexpr bool kPrefetchX = NT == 1;  // M <= 8: next supertile's activations loaded one step ahead
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
@@ -157,6 +165,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_
     __syncthreads();
   }
   const float ts = meta->tensor_scale;
+  const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int items = args.stripes * args.splits * args.tiles;
 
@@ -178,12 +187,15 @@ __global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
       for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(wbase + (int64_t(st) * KB + u) * 32);
       sg.scales = __ldg(sbase + int64_t(st) * 8);
-#pragma unroll
-      for (int nt = 0; nt < XT; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          sg.x[nt][j] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
     };
+    auto load_x = [&](uint4 (&xs)[4], int st) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) xs[j] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + g, st * 128 + 8 * c + 32 * j);
+    };
+    uint4 xnext[4];
+    if constexpr (kPrefetchX) {
+      if (st_begin + warp < st_end) load_x(xnext, st_begin + warp);
+    }
 
     StageT stages[D];
 #pragma unroll
@@ -200,6 +212,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_
         const StageT cur = stages[d];
         const int next = st + D * WARPS;
         if (next < st_end) load_stage(stages[d], next);
+        uint4 xcur[4];
+        if constexpr (kPrefetchX) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
+          if (st + WARPS < st_end) load_x(xnext, st + WARPS);
+        }
         uint32_t w[2 * KB];
 #pragma unroll
         for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
@@ -209,8 +227,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_
           uint4 xv[NT];
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            if constexpr (XT > 0) {
-              xv[nt] = cur.x[nt < XT ? nt : 0][j];
+            if constexpr (kPrefetchX) {
+              xv[nt] = xcur[j];
             } else {
               xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, col0 + 32 * j);
             }
@@ -223,7 +241,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT == 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             uint32_t a[4];
-            decode_pairs<KB>(w, j, s, lut, lane, pool_lo, pool_hi, a);
+            decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
               mma_16816<T>(tmp[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
