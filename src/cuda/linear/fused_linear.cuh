@@ -183,26 +183,39 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
+    // Loads never branch: indices past the warp's last supertile are clamped to it (the
+    // values are loaded again and not used), and token rows past M read row M-1 (their
+    // results are never stored).
+    const int st_last = st_end - 1;
+    const int64_t unit_words = int64_t(KB) * 32;
     auto load_stage = [&](StageT& sg, int st) {
+      const int sc = min(st, st_last);
+      const uint2* p = wbase + sc * unit_words;
 #pragma unroll
-      for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(wbase + (int64_t(st) * KB + u) * 32);
-      sg.scales = __ldg(sbase + int64_t(st) * 8);
+      for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(p + u * 32);
+      sg.scales = __ldg(sbase + int64_t(sc) * 8);
     };
-    auto load_x = [&](uint4 (&xs)[4], int st) {
+    // Activations: 16-byte loads where the supertile lies inside K (x_full_end), else the guarded path.
+    const int x_full_end = args.x_vec ? args.K / 128 : 0;
+    const uint16_t* xrow[NT];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) xs[j] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + g, st * 128 + 8 * c + 32 * j);
+    for (int nt = 0; nt < NT; ++nt) xrow[nt] = x + int64_t(min(m0 + nt * 8 + g, args.M - 1)) * args.ldx + 8 * c;
+    auto load_x_tile = [&](uint4 (&xs)[4], int nt, int st) {
+      if (st < x_full_end) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xs[j] = __ldg(reinterpret_cast<const uint4*>(xrow[nt] + st * 128 + 32 * j));
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          xs[j] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
+      }
     };
-    uint4 xnext[4];
-    if constexpr (kPrefetchX) {
-      if (st_begin + warp < st_end) load_x(xnext, st_begin + warp);
-    }
 
     StageT stages[D];
 #pragma unroll
-    for (int d = 0; d < D; ++d) {
-      const int st = st_begin + warp + d * WARPS;
-      if (st < st_end) load_stage(stages[d], st);
-    }
+    for (int d = 0; d < D; ++d) load_stage(stages[d], st_begin + warp + d * WARPS);
+    uint4 xnext[4];
+    if constexpr (kPrefetchX) load_x_tile(xnext, 0, min(st_begin + warp, st_last));
 
     for (int base = st_begin + warp; base < st_end; base += D * WARPS) {
 #pragma unroll
@@ -210,18 +223,17 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
         const int st = base + d * WARPS;
         if (st >= st_end) break;
         const StageT cur = stages[d];
-        const int next = st + D * WARPS;
-        if (next < st_end) load_stage(stages[d], next);
+        load_stage(stages[d], st + D * WARPS);
         uint4 xcur[4];
         if constexpr (kPrefetchX) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
-          if (st + WARPS < st_end) load_x(xnext, st + WARPS);
+          load_x_tile(xnext, 0, min(st + WARPS, st_last));
         }
         uint32_t w[2 * KB];
 #pragma unroll
         for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
-        const int col0 = st * 128 + 8 * c;
+        const bool x_full = st < x_full_end;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint4 xv[NT];
@@ -229,8 +241,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           for (int nt = 0; nt < NT; ++nt) {
             if constexpr (kPrefetchX) {
               xv[nt] = xcur[j];
+            } else if (x_full) {
+              xv[nt] = __ldg(reinterpret_cast<const uint4*>(xrow[nt] + st * 128 + 32 * j));
             } else {
-              xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, col0 + 32 * j);
+              xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
             }
           }
           float tmp[NT][4];
