@@ -7,14 +7,14 @@
 // on 8 consecutive elements of x, one 16-byte load per block and n-tile).
 // Per lane and supertile (16 rows x 128 columns): k 8-byte weight loads (streamed,
 // evict-first), one 8-byte scale load; 32 pairs decoded into half2/bfloat162 A
-// registers, 8 MMAs per n-tile, and the block scale applied to the fp32 MMA result
-// of each block (4 FMAs per n-tile per block).
+// registers, each multiplied by its block scale (one mul.f16x2/bf16x2 per pair),
+// 8 MMAs per n-tile accumulating straight into fp32.
 // Decode: k=2 looks a pair up with one prmt from a 4-level codebook held in two
 // registers (selector = index * 0x11 + 0x40 per byte: lo byte from pool 0-3, hi
 // byte from pool 4-7); k=3..5 look a pair code (2k bits) up in a shared-memory
 // table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
-// never conflict on a bank. Scales: float(byte << 19) * 2^116 is E4M4 exactly
-// (E4M4 subnormals become fp32 subnormals).
+// never conflict on a bank. Scales as exact packed pairs: fp16 bits byte << 6 are
+// E4M4 / 16 (subnormals included); bf16 via float(byte << 19) * 2^116.
 // Launch: persistent CTAs (SMs x resident CTAs) looping over items (stripe, split,
 // token tile); WARPS warps per CTA on one stripe, supertiles interleaved over warps,
 // D supertiles of weight loads in flight per warp (clamped, branch-free), M <= 8
@@ -73,8 +73,36 @@ __device__ __forceinline__ uint2 load_stream(const uint2* p) {
   return v;
 }
 
-// E4M4 byte -> its value, exactly (see the file comment).
-__device__ __forceinline__ float e4m4_value(uint32_t byte) { return __uint_as_float(byte << 19) * 0x1p116f; }
+// a * s on packed pairs (fp16x2 or bf16x2), one rounding.
+template <typename T>
+__device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t s) {
+  uint32_t d;
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(s));
+  } else {
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(s));
+  }
+  return d;
+}
+
+// Block scale byte j of a lane's scale word as a packed pair (s, s), exact:
+// fp16 holds E4M4 / 16 as the bits byte << 6 (E4M4 subnormals become fp16
+// subnormals; the 16 goes into the tensor scale), bf16 goes through fp32.
+template <typename T>
+__device__ __forceinline__ uint32_t scale_pair(uint32_t word, int j) {
+  const uint32_t b = __byte_perm(word, 0u, 0x4440u + j);
+  if constexpr (std::is_same_v<T, __half>) {
+    return b * 0x00400040u;
+  } else {
+    const float f = __uint_as_float(b << 19) * 0x1p116f;
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %1;\n" : "=r"(d) : "f"(f));
+    return d;
+  }
+}
+template <typename T>
+constexpr float kScalePairFactor = std::is_same_v<T, __half> ? 16.0f : 1.0f;
+
 
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
@@ -140,7 +168,7 @@ struct Stage {
 
 template <int KB, typename T, int NT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
-  constexpr int D = KB == 2 ? 4 : 2;  // supertiles of weight loads in flight per warp
+  constexpr int D = KB == 2 ? 4 : (KB == 5 ? 2 : 3);  // supertiles of weight loads in flight per warp
   using Lut = PairLut<KB>;
   using StageT = Stage<KB>;
   constexpr bool kPrefetchX = NT == 1;  // M <= 8: next supertile's activations loaded one step ahead
@@ -169,7 +197,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     }
     __syncthreads();
   }
-  const float ts = meta->tensor_scale;
+  const float ts = meta->tensor_scale * kScalePairFactor<T>;
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int items = args.stripes * args.splits * args.tiles;
@@ -252,27 +280,16 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
               xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
             }
           }
-          float tmp[NT][4];
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) tmp[nt][i] = 0.0f;
+          const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             uint32_t a[4];
             decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+            a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
+            a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-              mma_16816<T>(tmp[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
-          }
-          const float s_lo = e4m4_value((cur.scales.x >> (8 * j)) & 0xffu);
-          const float s_hi = e4m4_value((cur.scales.y >> (8 * j)) & 0xffu);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            acc[nt][0] = fmaf(tmp[nt][0], s_lo, acc[nt][0]);
-            acc[nt][1] = fmaf(tmp[nt][1], s_lo, acc[nt][1]);
-            acc[nt][2] = fmaf(tmp[nt][2], s_hi, acc[nt][2]);
-            acc[nt][3] = fmaf(tmp[nt][3], s_hi, acc[nt][3]);
+              mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
           }
         }
       }
