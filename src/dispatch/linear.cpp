@@ -59,20 +59,20 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
 
 int n_tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
-// Splits along K that minimise (waves of CTAs) x (supertiles per warp), never leaving a split empty.
+// Splits along K for the persistent kernel, whose warps each run whole items (stripe,
+// split, token tile): minimise (items per warp, rounded up) x (supertiles per item + a
+// fixed cost per item), never leaving a split empty.
 int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, DType t) {
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
-  const int64_t slots = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps}, t);
+  const int64_t total_warps = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps}, t) * warps;
   int best = 1;
   double best_cost = 1e300;
-  for (int64_t s = 1; s <= std::min<int64_t>(32, supertiles); ++s) {
+  for (int64_t s = 1; s <= std::min<int64_t>(64, supertiles); ++s) {
     const int64_t per = ceil_div(supertiles, s), eff = ceil_div(supertiles, per);
     if (eff != s) continue;
     if (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) break;
-    // persistent CTAs: the busiest CTA runs ceil(items / slots) items of ceil(per / warps) supertiles per warp,
-    // plus a fixed cost per item (reduction, epilogue) and per split (partials)
-    const int64_t items_per_cta = ceil_div(stripes * tiles * s, slots);
-    const double cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
+    const int64_t rounds = ceil_div(stripes * tiles * s, total_warps);
+    const double cost = double(rounds) * (double(per) + 2.0);
     if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
   }
   return best;

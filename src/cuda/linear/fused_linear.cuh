@@ -15,12 +15,11 @@
 // table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
 // never conflict on a bank. Scales as exact packed pairs: fp16 bits byte << 6 are
 // E4M4 / 16 (subnormals included); bf16 via float(byte << 19) * 2^116.
-// Launch: persistent CTAs (SMs x resident CTAs) looping over items (stripe, split,
-// token tile); WARPS warps per CTA on one stripe, supertiles interleaved over warps,
-// D supertiles of weight loads in flight per warp (clamped, branch-free), M <= 8
-// activations one supertile ahead;
-// warps reduce through shared memory in warp order, splits through an fp32
-// workspace reduced by the last CTA to arrive (a counter, not float atomics), so
+// Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table;
+// each warp runs whole items (stripe, K split, token tile) on its own, with D
+// supertiles of weight loads in flight (clamped, branch-free) and, for M <= 8, the
+// activations one supertile ahead. Splits are reduced through an fp32 workspace by
+// the last warp to arrive (a counter, not float atomics), in split order, so
 // results are bit-identical run to run. Empty splits never exist (host side).
 // Measured (H200, 2026-11-29, commit 72a49d1, BENCHMARKS.md): M = 1, k = 4: glm47.q
 // 24.4 us (1.37 TB/s, 31% of 4.40; cuBLAS bf16 34.5 us), shared_gu 29.8 us (2.24 TB/s);
@@ -168,14 +167,13 @@ struct Stage {
 
 template <int KB, typename T, int NT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
-  constexpr int D = KB == 2 ? 4 : (KB == 5 ? 2 : 3);  // supertiles of weight loads in flight per warp
+  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);  // supertiles of weight loads in flight per warp
   using Lut = PairLut<KB>;
   using StageT = Stage<KB>;
   constexpr bool kPrefetchX = NT == 1;  // M <= 8: next supertile's activations loaded one step ahead
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
-  float* red = reinterpret_cast<float*>(smem + Lut::words);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const DeviceMeta* meta = args.meta;
 
@@ -201,8 +199,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int items = args.stripes * args.splits * args.tiles;
+  const int total_warps = int(gridDim.x) * WARPS;
 
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+  // Each warp runs whole items on its own: no barrier after the table is built, so one
+  // warp's split fix-up (fence, counter) overlaps the other warps' streaming.
+  for (int item = int(blockIdx.x) * WARPS + warp; item < items; item += total_warps) {
     const int stripe = item % args.stripes, split = (item / args.stripes) % args.splits;
     const int m0 = (item / (args.stripes * args.splits)) * NT * 8;
     const int st_begin = split * args.supertiles_per_split;
@@ -246,22 +247,22 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 
     StageT stages[D];
 #pragma unroll
-    for (int d = 0; d < D; ++d) load_stage(stages[d], st_begin + warp + d * WARPS);
+    for (int d = 0; d < D; ++d) load_stage(stages[d], st_begin + d);
     uint4 xnext[4];
-    if constexpr (kPrefetchX) load_x_tile(xnext, 0, min(st_begin + warp, st_last));
+    if constexpr (kPrefetchX) load_x_tile(xnext, 0, st_begin);
 
-    for (int base = st_begin + warp; base < st_end; base += D * WARPS) {
+    for (int base = st_begin; base < st_end; base += D) {
 #pragma unroll
       for (int d = 0; d < D; ++d) {
-        const int st = base + d * WARPS;
+        const int st = base + d;
         if (st >= st_end) break;
         const StageT cur = stages[d];
-        load_stage(stages[d], st + D * WARPS);
+        load_stage(stages[d], st + D);
         uint4 xcur[4];
         if constexpr (kPrefetchX) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
-          load_x_tile(xnext, 0, min(st + WARPS, st_last));
+          load_x_tile(xnext, 0, min(st + 1, st_last));
         }
         uint32_t w[2 * KB];
 #pragma unroll
@@ -294,28 +295,6 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
         }
       }
     }
-
-    // Warps of the CTA: sum in warp order.
-    if constexpr (WARPS > 1) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[((warp * NT + nt) * 4 + i) * 32 + lane] = acc[nt][i];
-      __syncthreads();
-      if (warp == 0) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float v = 0.0f;
-#pragma unroll
-            for (int ww = 0; ww < WARPS; ++ww) v += red[((ww * NT + nt) * 4 + i) * 32 + lane];
-            acc[nt][i] = v;
-          }
-      }
-      __syncthreads();  // red is reused by the next item
-    }
-    if (warp != 0) continue;
 
     // Splits along K: every split stores its partial; the last to arrive sums them in split order.
     if (args.splits > 1) {
@@ -367,7 +346,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 
 template <int KB, int NT, int WARPS>
 constexpr size_t fused_smem_bytes() {
-  return size_t(PairLut<KB>::words) * 4 + (WARPS > 1 ? size_t(WARPS) * NT * 4 * 32 * 4 : 0);
+  return size_t(PairLut<KB>::words) * 4;
 }
 
 template <int KB, typename T, int NT, int WARPS>
@@ -396,7 +375,8 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
   const int64_t items = int64_t(a.stripes) * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
-  const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
+  const int64_t ctas = (items + WARPS - 1) / WARPS;
+  const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));
   fused_linear_kernel<KB, T, NT, WARPS><<<grid, WARPS * 32, smem, stream>>>(a);
   check_launch("fused linear kernel");
 }
