@@ -21,10 +21,10 @@
 // activations one supertile ahead. Splits are reduced through an fp32 workspace by
 // the last warp to arrive (a counter, not float atomics), in split order, so
 // results are bit-identical run to run. Empty splits never exist (host side).
-// Measured (H200, 2026-11-29, commit 72a49d1, BENCHMARKS.md): M = 1, k = 4: glm47.q
-// 24.4 us (1.37 TB/s, 31% of 4.40; cuBLAS bf16 34.5 us), shared_gu 29.8 us (2.24 TB/s);
-// k = 2: 0.7-1.1 TB/s. Latency-bound (ncu: 25% occupancy at 128 registers, issue
-// slots 39% busy); ~290 instructions per warp and supertile at k = 4.
+// Measured (H200, 2026-11-29, commit cdfe642, BENCHMARKS.md): M = 1, k = 4: glm47.q
+// 22.1 us (1.51 TB/s, 34% of 4.40; cuBLAS bf16 35.2 us), shared_gu 33.9 us (1.97 TB/s);
+// k = 2: 0.8-0.9 TB/s. Latency-bound (ncu: 25% occupancy at 128 registers, issue
+// slots ~40% busy). Small projections (qwen3 shared_dn) lose to cuBLAS.
 #pragma once
 
 #include <cuda_bf16.h>
