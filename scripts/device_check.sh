@@ -52,6 +52,14 @@ mv "$OUT/bench_glm47_q.svg.glm47" "$OUT/bench_glm47_q.svg" 2>/dev/null; rm -f "$
 grep -A14 "^M = 1, \|^M = 16, " "$OUT/bench.txt" | head -120
 fi
 
+if [ "${KBIT_TUNE:-0}" = 1 ]; then
+  log "kbit tune ${KBIT_TUNE_ARGS:-}"
+  cp data/linear_configs.json "$OUT/linear_configs.json"
+  timeout "${KBIT_TUNE_TIMEOUT:-300}" build-dev/kbit tune ${KBIT_TUNE_ARGS:-} --out "$OUT/linear_configs.json" \
+    > "$OUT/tune.txt" 2> "$LOGS/tune_progress.txt"
+  log "tune rc=$?"; tail -3 "$OUT/tune.txt" | tee -a "$OUT/summary.txt"
+fi
+
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
   F="--gtest_filter=${KBIT_MEMCHECK_FILTER:--GpuFormat.LargeEmbedding*:GpuLinear.ModelShapes:GpuLinear.Awkward*}"

@@ -10,6 +10,7 @@ void add_inspect_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 
 // True when stderr is a terminal (progress lines are drawn only there).
 bool stderr_is_terminal();

@@ -2,6 +2,7 @@
 // forced options, the tuned-table format and lookup.
 #include <gtest/gtest.h>
 
+#include "bench/linear_tune.h"
 #include "dispatch/linear_configs.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
@@ -61,6 +62,19 @@ TEST(LinearConfigs, RoundTripAndLookupByMRange) {
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 17), nullptr);
   EXPECT_EQ(detail::find_linear_config(back, "GPU Y", 4, 4096, 2048, 1), nullptr);
   EXPECT_THROW(detail::parse_linear_configs("{\"entries\": [{\"bits\": 4}]}"), Error);
+}
+
+TEST(LinearConfigs, TuneMergeReplacesTheSameCaseAndKeepsOthers) {
+  detail::LinearConfig a;
+  a.device = "GPU X", a.bits = 4, a.n = 64, a.k = 128, a.m = 1, a.splits = 1;
+  detail::LinearConfig b = a;
+  b.device = "GPU Y";
+  detail::LinearConfig a2 = a;
+  a2.splits = 7;
+  const auto merged = bench::merge_linear_configs({a, b}, {a2});
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_EQ(detail::find_linear_config(merged, "GPU X", 4, 64, 128, 1)->splits, 7);
+  EXPECT_EQ(detail::find_linear_config(merged, "GPU Y", 4, 64, 128, 1)->splits, 1);
 }
 
 }  // namespace

@@ -1,0 +1,163 @@
+#include "bench/linear_tune.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "bench/timing.h"
+#include "cuda/common.cuh"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/linear.h"
+#include "kbit/shapes.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+// Reproducible bf16 values in [-scale, scale) from a hash (as kbit bench does).
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t h = uint64_t(i) * 0x9e3779b97f4a7c15ull ^ (uint64_t(seed) << 32 | seed);
+    h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29, h *= 0x94d049bb133111ebull, h ^= h >> 32;
+    v[i] = float_to_bf16_bits((float(h & 0xffffff) / 8388608.0f - 1.0f) * scale);
+  }
+  return v;
+}
+
+Buffer upload(const std::vector<uint16_t>& v) {
+  Buffer b = Buffer::allocate(Memory::device, v.size() * 2);
+  check_cuda(cudaMemcpy(b.data(), v.data(), v.size() * 2, cudaMemcpyHostToDevice), "tune: upload");
+  return b;
+}
+
+// Candidate plans for one case, deduplicated after plan_linear's normalisation.
+std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits) {
+  std::vector<LinearOptions> out;
+  std::set<std::tuple<int, int, int, int>> seen;
+  auto add = [&](LinearOptions o) {
+    const LinearPlan p = plan_linear(m, n, k, bits, o);
+    if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits}).second) out.push_back(o);
+  };
+  const int base = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  for (int nt : {base, std::min(8, base * 2)})
+    for (int warps : {4, 8})
+      for (int splits : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16}) {
+        LinearOptions o;
+        o.path = LinearPath::fused_mma;
+        o.n_tiles = nt, o.warps = warps, o.splits = splits;
+        add(o);
+      }
+  if (m >= 32) {
+    LinearOptions o;
+    o.path = LinearPath::dequant_cublas;
+    add(o);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit tune needs a CUDA GPU: ", cuda::device_description());
+  for (int b : o.bits) require_supported_bits(b);
+  for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 65536, "--m values must be 1..65536, got ", m);
+  const DeviceInfo dev = device_info();
+  std::vector<ModelShapes> models;
+  for (const auto& key : o.models) {
+    if (key == "all") {
+      for (const auto& m : model_shapes()) models.push_back(m);
+    } else {
+      models.push_back(model_shapes(key));
+    }
+  }
+  const int64_t max_m = *std::max_element(o.ms.begin(), o.ms.end());
+  std::vector<LinearTuneRow> rows;
+  uint32_t seed = 7;
+  for (const auto& model : models)
+    for (const auto& p : model.projections) {
+      const std::vector<uint16_t> w = random_bf16(size_t(p.N * p.K), seed++, 0.05f);
+      Buffer wd = upload(w);
+      LinearWorkspace ws({max_m, p.N, p.K, true});
+      for (int bits : o.bits) {
+        const QuantizedMatrix flat =
+            cuda::quantize(TensorView{wd.data(), DType::bf16, p.N, p.K}, Codebook::bnf(bits), nullptr);
+        const size_t bytes = size_t(flat.storage_bytes());
+        const int sets = std::min(buffers_to_defeat_l2(bytes), 64);
+        std::vector<QuantizedMatrix> q;
+        for (int i = 0; i < sets; ++i) q.push_back(cuda::repack(flat, Layout::mma16, nullptr));
+        for (int64_t m : o.ms) {
+          Buffer x = upload(random_bf16(size_t(m * p.K), seed++, 1.0f));
+          Buffer y = Buffer::allocate(Memory::device, size_t(m * p.N) * 2);
+          std::vector<Buffer> r;
+          if (p.residual) r.push_back(upload(random_bf16(size_t(m * p.N), seed++, 1.0f)));
+          TimingOptions t;
+          t.calls_per_graph = std::max(sets, 8);
+          const double est_us = std::max({double(bytes) / 3.5e6, 2.0 * double(m * p.N * p.K) / 5e8, 3.0});
+          t.replays = int(std::clamp(2000.0 / (t.calls_per_graph * est_us), 1.0, 100.0));
+          t.repeats = o.repeats;
+          auto time_plan = [&](const LinearOptions& base) {
+            LinearOptions lo = base;
+            if (p.residual) lo.residual = TensorView{r[0].data(), DType::bf16, m, p.N};
+            const TensorView xv{x.data(), DType::bf16, m, p.K};
+            const MutableTensorView yv{y.data(), DType::bf16, m, p.N};
+            return time_graph([&](cudaStream_t s, int call) { linear(xv, q[size_t(call % sets)], yv, ws, s, lo); }, t)
+                .median_us;
+          };
+          LinearTuneRow row;
+          const LinearPlan heuristic = plan_linear(m, p.N, p.K, bits, LinearOptions{});
+          row.heuristic_plan = heuristic.describe();
+          {
+            LinearOptions h;
+            h.path = heuristic.path;
+            if (heuristic.path == LinearPath::fused_mma)
+              h.n_tiles = heuristic.n_tiles, h.warps = heuristic.warps, h.splits = heuristic.splits;
+            row.heuristic_us = time_plan(h);
+          }
+          double best = 1e300;
+          for (const LinearOptions& c : candidates(m, p.N, p.K, bits)) {
+            double us = 0;
+            try {
+              us = time_plan(c);
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "  %s: %s\n", plan_linear(m, p.N, p.K, bits, c).describe().c_str(), e.what());
+              continue;
+            }
+            ++row.candidates;
+            if (us < best) {
+              best = us;
+              const LinearPlan pl = plan_linear(m, p.N, p.K, bits, c);
+              row.best = detail::LinearConfig{dev.name, bits, p.N, p.K, m, pl.path, pl.n_tiles, pl.warps, pl.splits, us};
+            }
+          }
+          KBIT_REQUIRE(row.candidates > 0, "tune: no plan ran for ", model.key, ".", p.name, " M=", m, " k=", bits);
+          std::fprintf(stderr, "%-36s k=%d M=%-5lld best %8.2f us (%s splits=%d n_tiles=%d warps=%d) heuristic %8.2f us\n",
+                       (model.key + "." + p.name).c_str(), bits, (long long)m, row.best.us,
+                       std::string(linear_path_name(row.best.path)).c_str(), row.best.splits, row.best.n_tiles,
+                       row.best.warps, row.heuristic_us);
+          rows.push_back(row);
+        }
+      }
+    }
+  return rows;
+}
+
+std::vector<detail::LinearConfig> merge_linear_configs(std::vector<detail::LinearConfig> table,
+                                                       const std::vector<detail::LinearConfig>& tuned) {
+  for (const auto& t : tuned) {
+    std::erase_if(table, [&](const detail::LinearConfig& c) {
+      return c.device == t.device && c.bits == t.bits && c.n == t.n && c.k == t.k && c.m == t.m;
+    });
+    table.push_back(t);
+  }
+  std::sort(table.begin(), table.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.device, a.bits, a.n, a.k, a.m) < std::tie(b.device, b.bits, b.n, b.k, b.m);
+  });
+  return table;
+}
+
+}  // namespace kbit::bench

@@ -1,0 +1,35 @@
+// `kbit tune`: for each projection of the chosen models, bit width and M, time every
+// kbit::linear plan worth trying on the present GPU (fused kernel n-tiles, warps per
+// CTA and K splits, and dequantize + cuBLASLt from M = 32) with the benchmark's
+// method, keep the fastest, and merge the winners into a data/linear_configs.json table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dispatch/linear_configs.h"
+
+namespace kbit::bench {
+
+struct LinearTuneOptions {
+  std::vector<std::string> models{"all"};
+  std::vector<int64_t> ms{1, 2, 4, 8, 16, 32, 64};
+  std::vector<int> bits{2, 3, 4, 5};
+  int repeats = 7;
+};
+
+struct LinearTuneRow {
+  detail::LinearConfig best;
+  double heuristic_us = 0;     // the untuned plan's time in the same run
+  std::string heuristic_plan;  // its description
+  int candidates = 0;
+};
+
+// Throws without a GPU. Progress goes to stderr.
+std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o);
+
+// `table` with the entries of `tuned` added, replacing those of the same device, bits, n, k, m.
+std::vector<detail::LinearConfig> merge_linear_configs(std::vector<detail::LinearConfig> table,
+                                                       const std::vector<detail::LinearConfig>& tuned);
+
+}  // namespace kbit::bench
