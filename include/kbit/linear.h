@@ -29,12 +29,17 @@ enum class LinearPath : uint8_t { automatic, fused_mma, dequant_cublas };
 std::string_view linear_path_name(LinearPath p);
 LinearPath parse_linear_path(std::string_view name);  // "auto", "fused_mma", "dequant_cublas"
 
-// What runs for one call. n_tiles, warps and splits describe the fused kernel.
+// How the fused kernel hands out its work items (16-row stripe, K split, token tile):
+// to whole CTAs whose warps share each item, or to single warps.
+enum class LinearItems : uint8_t { automatic, cta, warp };
+
+// What runs for one call. n_tiles, warps, splits and items describe the fused kernel.
 struct LinearPlan {
   LinearPath path = LinearPath::fused_mma;
-  int n_tiles = 1;  // tokens per CTA / 8: 1, 2, 4 or 8
+  int n_tiles = 1;  // tokens per item / 8: 1, 2, 4 or 8
   int warps = 4;    // warps per CTA: 4 or 8
-  int splits = 1;   // CTAs per 16-row stripe along K
+  int splits = 1;   // items per 16-row stripe along K
+  LinearItems items = LinearItems::cta;
   std::string source;  // "table", "heuristic" or "forced"
   std::string describe() const;
 };
@@ -43,8 +48,9 @@ struct LinearOptions {
   const void* bias = nullptr;  // [N], x's dtype, device; null for none
   TensorView residual{};       // [M, N], x's dtype, device; data null for none (may equal y)
   LinearPath path = LinearPath::automatic;
-  // Fused-kernel overrides (0: from the tuned table or the heuristic).
+  // Fused-kernel overrides (0 / automatic: from the tuned table or the heuristic).
   int n_tiles = 0, warps = 0, splits = 0;
+  LinearItems items = LinearItems::automatic;
 };
 
 // Device scratch for kbit::linear: split-K partials and counters, the rotated

@@ -38,20 +38,21 @@ Buffer upload(const std::vector<uint16_t>& v) {
 // Candidate plans for one case, deduplicated after plan_linear's normalisation.
 std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits) {
   std::vector<LinearOptions> out;
-  std::set<std::tuple<int, int, int, int>> seen;
+  std::set<std::tuple<int, int, int, int, int>> seen;
   auto add = [&](LinearOptions o) {
     const LinearPlan p = plan_linear(m, n, k, bits, o);
-    if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits}).second) out.push_back(o);
+    if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits, int(p.items)}).second) out.push_back(o);
   };
   const int base = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
   for (int nt : {base, std::min(8, base * 2)})
     for (int warps : {4, 8})
-      for (int splits : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16}) {
-        LinearOptions o;
-        o.path = LinearPath::fused_mma;
-        o.n_tiles = nt, o.warps = warps, o.splits = splits;
-        add(o);
-      }
+      for (int splits : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16})
+        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+          LinearOptions o;
+          o.path = LinearPath::fused_mma;
+          o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;
+          add(o);
+        }
   if (m >= 32) {
     LinearOptions o;
     o.path = LinearPath::dequant_cublas;
@@ -115,7 +116,8 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
             LinearOptions h;
             h.path = heuristic.path;
             if (heuristic.path == LinearPath::fused_mma)
-              h.n_tiles = heuristic.n_tiles, h.warps = heuristic.warps, h.splits = heuristic.splits;
+              h.n_tiles = heuristic.n_tiles, h.warps = heuristic.warps, h.splits = heuristic.splits,
+              h.items = heuristic.items;
             row.heuristic_us = time_plan(h);
           }
           double best = 1e300;
@@ -131,7 +133,8 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
             if (us < best) {
               best = us;
               const LinearPlan pl = plan_linear(m, p.N, p.K, bits, c);
-              row.best = detail::LinearConfig{dev.name, bits, p.N, p.K, m, pl.path, pl.n_tiles, pl.warps, pl.splits, us};
+              row.best = detail::LinearConfig{dev.name, bits, p.N, p.K, m, pl.path, pl.n_tiles, pl.warps, pl.splits, us,
+                                              pl.items};
             }
           }
           KBIT_REQUIRE(row.candidates > 0, "tune: no plan ran for ", model.key, ".", p.name, " M=", m, " k=", bits);

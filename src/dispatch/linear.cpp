@@ -41,8 +41,8 @@ int current_sm_count() {
 }
 
 int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
-  static std::map<std::tuple<int, int, int, int>, int> cache;
-  const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t));
+  static std::map<std::tuple<int, int, int, int, bool>, int> cache;
+  const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), s.cta_items);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int v = 4;
   if (cuda::device_available()) {
@@ -59,21 +59,27 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
 
 int n_tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
-// Splits along K for the persistent kernel, whose warps each run whole items (stripe,
-// split, token tile): minimise (items per warp, rounded up) x (supertiles per item + a
-// fixed cost per item), never leaving a split empty.
-int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, DType t) {
+// Splits along K for the persistent kernel, never leaving a split empty and never
+// needing more partial rows than the workspace holds. CTA items: minimise (items per
+// CTA, rounded up) x (supertiles per warp + a fixed cost per item). Warp items:
+// minimise (items per warp) x (supertiles per item + a fixed cost), at most 8 splits
+// (more made glm47.kv slower on the H200: the fix-up reads every split).
+int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta, DType t) {
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
-  const int64_t total_warps = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps}, t) * warps;
+  const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, cta}, t);
   int best = 1;
   double best_cost = 1e300;
-  // At most 8 splits: more made glm47.kv slower on the H200 (the fix-up reads every split).
-  for (int64_t s = 1; s <= std::min<int64_t>(8, supertiles); ++s) {
+  for (int64_t s = 1; s <= std::min<int64_t>(cta ? 32 : 8, supertiles); ++s) {
     const int64_t per = ceil_div(supertiles, s), eff = ceil_div(supertiles, per);
     if (eff != s) continue;
     if (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) break;
-    const int64_t rounds = ceil_div(stripes * tiles * s, total_warps);
-    const double cost = double(rounds) * (double(per) + 2.0);
+    double cost;
+    if (cta) {
+      const int64_t items_per_cta = ceil_div(stripes * tiles * s, ctas);
+      cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
+    } else {
+      cost = double(ceil_div(stripes * tiles * s, ctas * warps)) * (double(per) + 2.0);
+    }
     if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
   }
   return best;
@@ -98,7 +104,8 @@ LinearPath parse_linear_path(std::string_view name) {
 
 std::string LinearPlan::describe() const {
   if (path == LinearPath::dequant_cublas) return "dequant_cublas (" + source + ")";
-  return detail::concat("fused_mma n_tiles=", n_tiles, " warps=", warps, " splits=", splits, " (", source, ")");
+  return detail::concat("fused_mma n_tiles=", n_tiles, " warps=", warps, " splits=", splits,
+                        " items=", items == LinearItems::warp ? "warp" : "cta", " (", source, ")");
 }
 
 LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOptions& o) {
@@ -115,19 +122,21 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   if (p.path == LinearPath::dequant_cublas) return p;
   p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : n_tiles_for(m);
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
+  p.items = o.items != LinearItems::automatic ? o.items : c ? c->items : LinearItems::cta;
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   p.splits = o.splits ? o.splits
              : c      ? c->splits
-                      : heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, DType::bf16);
+                      : heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items == LinearItems::cta, DType::bf16);
   // Never an empty split, never more partial rows than the workspace holds.
   const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * p.n_tiles);
   p.splits = int(std::clamp<int64_t>(p.splits, 1, supertiles));
   p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
   while (p.splits > 1 && p.splits * tiles * 8 * p.n_tiles > kMaxPartialRows) --p.splits;
   p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
-  if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic) p.source = "forced";
+  if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
+    p.source = "forced";
   return p;
 }
 
@@ -242,11 +251,12 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
   const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
   a.tiles = int(tiles);
-  a.max_ctas = current_sm_count() * occupancy(w.bits(), {plan.n_tiles, plan.warps}, x.dtype);
+  const bool cta = plan.items == LinearItems::cta;
+  a.max_ctas = current_sm_count() * occupancy(w.bits(), {plan.n_tiles, plan.warps, cta}, x.dtype);
   KBIT_REQUIRE(a.splits == 1 || (a.splits * tiles * 8 * plan.n_tiles <= kMaxPartialRows &&
                                  tiles * a.stripes <= impl.counter_count),
                "linear: splits=", a.splits, " needs more workspace than reserved");
-  const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps};
+  const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps, cta};
   switch (w.bits()) {
     case 2: cuda::detail::launch_fused_k2(a, shape, x.dtype, stream); break;
     case 3: cuda::detail::launch_fused_k3(a, shape, x.dtype, stream); break;

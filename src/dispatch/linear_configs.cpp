@@ -26,6 +26,9 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       c.path = parse_linear_path(e.at("path").get<std::string>());
       c.n_tiles = e.value("n_tiles", 1), c.warps = e.value("warps", 4), c.splits = e.value("splits", 1);
       c.us = e.value("us", 0.0);
+      const std::string items = e.value("items", std::string("cta"));
+      KBIT_REQUIRE(items == "cta" || items == "warp", "linear config table: items must be cta or warp, got ", items);
+      c.items = items == "cta" ? LinearItems::cta : LinearItems::warp;
       out.push_back(c);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -41,7 +44,8 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
     const auto& c = entries[i];
     nlohmann::json e = {{"device", c.device}, {"bits", c.bits}, {"n", c.n}, {"k", c.k}, {"m", c.m},
                         {"path", std::string(linear_path_name(c.path))}, {"n_tiles", c.n_tiles}, {"warps", c.warps},
-                        {"splits", c.splits}, {"us", std::round(c.us * 100) / 100}};
+                        {"splits", c.splits}, {"items", c.items == LinearItems::warp ? "warp" : "cta"},
+                        {"us", std::round(c.us * 100) / 100}};
     s += "    " + e.dump() + (i + 1 < entries.size() ? ",\n" : "\n");
   }
   return s + "  ]\n}\n";

@@ -21,6 +21,7 @@ struct LinearConfig {
   LinearPath path = LinearPath::fused_mma;
   int n_tiles = 1, warps = 4, splits = 1;
   double us = 0;  // measured median
+  LinearItems items = LinearItems::cta;
 };
 
 // Entries of a table in the data/linear_configs.json format; throws on malformed text.

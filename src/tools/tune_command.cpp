@@ -45,7 +45,8 @@ void add_tune_command(CLI::App& app) {
       std::printf("k=%-2d %7lld %7lld %5lld  %-40s %10.2f %10.2f\n", r.best.bits, (long long)r.best.n,
                   (long long)r.best.k, (long long)r.best.m,
                   (std::string(linear_path_name(r.best.path)) + " nt=" + std::to_string(r.best.n_tiles) +
-                   " w=" + std::to_string(r.best.warps) + " s=" + std::to_string(r.best.splits))
+                   " w=" + std::to_string(r.best.warps) + " s=" + std::to_string(r.best.splits) +
+                   (r.best.items == LinearItems::warp ? " warp" : " cta"))
                       .c_str(),
                   r.best.us, r.heuristic_us);
     }

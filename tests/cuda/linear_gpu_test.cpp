@@ -107,14 +107,14 @@ std::vector<PathCase> path_cases(int64_t m) {
   const int base_tiles = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
   for (int nt : {base_tiles, 8})
     for (int warps : {4, 8})
-      for (int splits : {1, 3}) {
-        LinearOptions f;
-        f.path = LinearPath::fused_mma;
-        f.n_tiles = nt, f.warps = warps, f.splits = splits;
-        v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
-                            " splits=" + std::to_string(splits)});
-        if (nt == 8 && base_tiles == 8) break;
-      }
+      for (int splits : {1, 3})
+        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+          LinearOptions f;
+          f.path = LinearPath::fused_mma;
+          f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = items;
+          v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
+                              " splits=" + std::to_string(splits) + (items == LinearItems::cta ? " cta" : " warp")});
+        }
   return v;
 }
 
@@ -224,6 +224,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
            y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
     LinearOptions o;
     o.splits = 5;  // several splits: the reduction order must not depend on arrival order
+    o.items = m == 16 ? LinearItems::warp : LinearItems::cta;
     const TensorView xv{xd.data(), DType::bf16, m, k};
     linear(xv, q.device_mma16, MutableTensorView{y1.data(), DType::bf16, m, n}, ws, nullptr, o);
     const auto first = download16(y1.data(), size_t(m * n));

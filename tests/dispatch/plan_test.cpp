@@ -44,6 +44,13 @@ TEST(LinearPlan, PathsByM) {
   o.warps = 5;
   EXPECT_THROW(plan_linear(1, 64, 64, 4, o), Error);
   EXPECT_EQ(parse_linear_path("dequant_cublas"), LinearPath::dequant_cublas);
+  EXPECT_EQ(plan_linear(1, 4096, 4096, 4).items, LinearItems::cta);
+  LinearOptions w;
+  w.items = LinearItems::warp;
+  const LinearPlan pw = plan_linear(1, 2048, 5120, 4, w);
+  EXPECT_EQ(pw.items, LinearItems::warp);
+  EXPECT_LE(pw.splits, 8);
+  EXPECT_NE(pw.describe().find("items=warp"), std::string::npos);
   EXPECT_THROW(parse_linear_path("fast"), Error);
 }
 

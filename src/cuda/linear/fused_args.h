@@ -39,6 +39,7 @@ struct FusedArgs {
 struct FusedShape {
   int n_tiles = 1;
   int warps = 4;
+  bool cta_items = true;  // warps of a CTA share each item (else one warp per item)
 };
 
 // Grid: min(items, max_ctas) persistent CTAs over items = stripes x splits x token tiles.

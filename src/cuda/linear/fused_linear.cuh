@@ -15,8 +15,10 @@
 // table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
 // never conflict on a bank. Scales as exact packed pairs: fp16 bits byte << 6 are
 // E4M4 / 16 (subnormals included); bf16 via float(byte << 19) * 2^116.
-// Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table;
-// each warp runs whole items (stripe, K split, token tile) on its own, with D
+// Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table.
+// Items are (stripe, K split, token tile); a CTA shares each item among its warps
+// (supertiles interleaved, warps reduced through shared memory in warp order), or
+// each warp runs whole items on its own (FusedShape::cta_items), with D
 // supertiles of weight loads in flight (clamped, branch-free) and, for M <= 8, the
 // activations one supertile ahead. Splits are reduced through an fp32 workspace by
 // the last warp to arrive (a counter, not float atomics), in split order, so
@@ -165,8 +167,11 @@ struct Stage {
   uint2 scales;
 };
 
-template <int KB, typename T, int NT, int WARPS>
+template <int KB, typename T, int NT, int WARPS, bool CTA>
 __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
+  // CTA: the WARPS warps of a CTA share each item, interleaving its supertiles, and
+  // reduce through shared memory; otherwise each warp runs whole items on its own.
+  constexpr int kStride = CTA ? WARPS : 1;
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);  // supertiles of weight loads in flight per warp
   using Lut = PairLut<KB>;
   using StageT = Stage<KB>;
@@ -174,6 +179,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
+  float* red = reinterpret_cast<float*>(smem + Lut::words);  // CTA mode: [WARPS][NT][4][32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const DeviceMeta* meta = args.meta;
 
@@ -199,15 +205,16 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int items = args.stripes * args.splits * args.tiles;
-  const int total_warps = int(gridDim.x) * WARPS;
+  const int item_step = CTA ? int(gridDim.x) : int(gridDim.x) * WARPS;
 
-  // Each warp runs whole items on its own: no barrier after the table is built, so one
-  // warp's split fix-up (fence, counter) overlaps the other warps' streaming.
-  for (int item = int(blockIdx.x) * WARPS + warp; item < items; item += total_warps) {
+  // Per-warp items need no barrier after the table is built, so one warp's split
+  // fix-up (fence, counter) overlaps the other warps' streaming.
+  for (int item = CTA ? int(blockIdx.x) : int(blockIdx.x) * WARPS + warp; item < items; item += item_step) {
     const int stripe = item % args.stripes, split = (item / args.stripes) % args.splits;
     const int m0 = (item / (args.stripes * args.splits)) * NT * 8;
     const int st_begin = split * args.supertiles_per_split;
     const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
+    const int st_first = st_begin + (CTA ? warp : 0);  // may be past st_end in CTA mode: no work
     const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
     const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
 
@@ -247,22 +254,22 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 
     StageT stages[D];
 #pragma unroll
-    for (int d = 0; d < D; ++d) load_stage(stages[d], st_begin + d);
+    for (int d = 0; d < D; ++d) load_stage(stages[d], st_first + d * kStride);
     uint4 xnext[4];
-    if constexpr (kPrefetchX) load_x_tile(xnext, 0, st_begin);
+    if constexpr (kPrefetchX) load_x_tile(xnext, 0, min(st_first, st_last));
 
-    for (int base = st_begin; base < st_end; base += D) {
+    for (int base = st_first; base < st_end; base += D * kStride) {
 #pragma unroll
       for (int d = 0; d < D; ++d) {
-        const int st = base + d;
+        const int st = base + d * kStride;
         if (st >= st_end) break;
         const StageT cur = stages[d];
-        load_stage(stages[d], st + D);
+        load_stage(stages[d], st + D * kStride);
         uint4 xcur[4];
         if constexpr (kPrefetchX) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
-          load_x_tile(xnext, 0, min(st + 1, st_last));
+          load_x_tile(xnext, 0, min(st + kStride, st_last));
         }
         uint32_t w[2 * KB];
 #pragma unroll
@@ -294,6 +301,27 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           }
         }
       }
+    }
+
+    if constexpr (CTA) {  // warps of the CTA: sum in warp order
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((warp * NT + nt) * 4 + i) * 32 + lane] = acc[nt][i];
+      __syncthreads();
+      if (warp == 0) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float v = 0.0f;
+#pragma unroll
+            for (int ww = 0; ww < WARPS; ++ww) v += red[((ww * NT + nt) * 4 + i) * 32 + lane];
+            acc[nt][i] = v;
+          }
+      }
+      __syncthreads();  // red is reused by the next item
+      if (warp != 0) continue;
     }
 
     // Splits along K: every split stores its partial; the last to arrive sums them in split order.
@@ -344,51 +372,51 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   }
 }
 
-template <int KB, int NT, int WARPS>
+template <int KB, int NT, int WARPS, bool CTA>
 constexpr size_t fused_smem_bytes() {
-  return size_t(PairLut<KB>::words) * 4;
+  return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0);
 }
 
-template <int KB, typename T, int NT, int WARPS>
+template <int KB, typename T, int NT, int WARPS, bool CTA>
 cudaError_t configure_fused_instance() {
   static const cudaError_t configured = cudaFuncSetAttribute(
-      fused_linear_kernel<KB, T, NT, WARPS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      int(fused_smem_bytes<KB, NT, WARPS>()));
+      fused_linear_kernel<KB, T, NT, WARPS, CTA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(fused_smem_bytes<KB, NT, WARPS, CTA>()));
   return configured;
 }
 
-template <int KB, typename T, int NT, int WARPS>
+template <int KB, typename T, int NT, int WARPS, bool CTA>
 int occupancy_instance() {
-  check_cuda(configure_fused_instance<KB, T, NT, WARPS>(), "fused linear: setting the shared memory size");
+  check_cuda(configure_fused_instance<KB, T, NT, WARPS, CTA>(), "fused linear: setting the shared memory size");
   int blocks = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fused_linear_kernel<KB, T, NT, WARPS>, WARPS * 32,
-                                                           fused_smem_bytes<KB, NT, WARPS>()),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fused_linear_kernel<KB, T, NT, WARPS, CTA>,
+                                                           WARPS * 32, fused_smem_bytes<KB, NT, WARPS, CTA>()),
              "fused linear: occupancy");
   return blocks;
 }
 
-template <int KB, typename T, int NT, int WARPS>
+template <int KB, typename T, int NT, int WARPS, bool CTA>
 void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
-  const size_t smem = fused_smem_bytes<KB, NT, WARPS>();
-  check_cuda(configure_fused_instance<KB, T, NT, WARPS>(), "fused linear: setting the shared memory size");
-  // Persistent CTAs: at most a.grid, each looping over (stripe, split, token tile) items.
+  const size_t smem = fused_smem_bytes<KB, NT, WARPS, CTA>();
+  check_cuda(configure_fused_instance<KB, T, NT, WARPS, CTA>(), "fused linear: setting the shared memory size");
+  // Persistent CTAs: at most a.max_ctas, looping over (stripe, split, token tile) items.
   KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
   const int64_t items = int64_t(a.stripes) * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
-  const int64_t ctas = (items + WARPS - 1) / WARPS;
+  const int64_t ctas = CTA ? items : (items + WARPS - 1) / WARPS;
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));
-  fused_linear_kernel<KB, T, NT, WARPS><<<grid, WARPS * 32, smem, stream>>>(a);
+  fused_linear_kernel<KB, T, NT, WARPS, CTA><<<grid, WARPS * 32, smem, stream>>>(a);
   check_launch("fused linear kernel");
 }
 
-// Calls f.template operator()<T, NT, WARPS>() for the instantiation of (shape, dtype).
+// Calls f.template operator()<T, NT, WARPS, CTA>() for the instantiation of (shape, dtype).
 template <typename F>
 auto with_fused_instance(FusedShape s, DType t, F&& f) {
   auto typed = [&]<typename T>() {
     auto with_nt = [&]<int NT>() {
-      if (s.warps == 8) return f.template operator()<T, NT, 8>();
-      KBIT_REQUIRE(s.warps == 4, "fused linear: warps per CTA must be 4 or 8, got ", s.warps);
-      return f.template operator()<T, NT, 4>();
+      KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "fused linear: warps per CTA must be 4 or 8, got ", s.warps);
+      if (s.warps == 8) return s.cta_items ? f.template operator()<T, NT, 8, true>() : f.template operator()<T, NT, 8, false>();
+      return s.cta_items ? f.template operator()<T, NT, 4, true>() : f.template operator()<T, NT, 4, false>();
     };
     switch (s.n_tiles) {
       case 1: return with_nt.template operator()<1>();
@@ -405,12 +433,16 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
 
 template <int KB>
 void launch_fused(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
-  with_fused_instance(s, t, [&]<typename T, int NT, int WARPS>() { launch_fused_instance<KB, T, NT, WARPS>(a, stream); });
+  with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
+    launch_fused_instance<KB, T, NT, WARPS, CTA>(a, stream);
+  });
 }
 
 template <int KB>
 int fused_occupancy(FusedShape s, DType t) {
-  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS>() { return occupancy_instance<KB, T, NT, WARPS>(); });
+  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
+    return occupancy_instance<KB, T, NT, WARPS, CTA>();
+  });
 }
 
 }  // namespace kbit::cuda::detail
