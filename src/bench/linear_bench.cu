@@ -15,6 +15,7 @@
 
 #include "dispatch/cublas_gemm.h"
 #include "kbit/linear.h"
+#include "kbit/skinny.h"
 #include "cpu/parallel.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -163,6 +164,36 @@ class DequantCublasBackend : public Backend {
   int bits_ = 0;
 };
 
+// kbit::skinny_gemm on the bf16 weights (unquantized layers; issue 6), with a workspace.
+class SkinnyBackend : public Backend {
+ public:
+  std::string name() const override { return "kbit_skinny"; }
+  void prepare(const CaseInputs& in, int sets) override {
+    KBIT_REQUIRE(in.c.m <= 64, "kbit_skinny covers M <= 64");
+    prepare_activations(in, sets);
+    w_.clear();
+    w_.push_back(upload(in.w->data(), in.w->size() * 2));
+    for (int i = 1; i < sets; ++i) w_.push_back(copy_of(w_[0]));
+    ws_ = std::make_unique<LinearWorkspace>(LinearWorkspace::Limits{64, in.c.n, in.c.k, false});
+    m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
+    plan_ = plan_skinny(m_, n_, k_, true);
+  }
+  void launch(cudaStream_t s, int set) override {
+    SkinnyOptions o;
+    if (residual_) o.residual = TensorView{r_[size_t(set)].data(), DType::bf16, m_, n_};
+    skinny_gemm(TensorView{x_[size_t(set)].data(), DType::bf16, m_, k_}, TensorView{w_[size_t(set)].data(), DType::bf16, n_, k_},
+                MutableTensorView{y_[size_t(set)].data(), DType::bf16, m_, n_}, *ws_, s, o);
+  }
+  std::string config() const override { return "skinny " + plan_.describe(); }
+
+ private:
+  std::vector<Buffer> w_;
+  std::unique_ptr<LinearWorkspace> ws_;
+  LinearPlan plan_;
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  bool residual_ = false;
+};
+
 // kbit::linear on the mma16 layout: the automatic plan, or one path forced.
 class KbitLinearBackend : public Backend {
  public:
@@ -205,6 +236,7 @@ class KbitLinearBackend : public Backend {
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_linear") return std::make_unique<KbitLinearBackend>(LinearPath::automatic);
+  if (name == "kbit_skinny") return std::make_unique<SkinnyBackend>();
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
@@ -261,7 +293,8 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 }  // namespace
 
 std::vector<std::string> backend_names() {
-  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_fused_mma", "kbit_dequant_cublas", "fixture_wrong"};
+  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_fused_mma", "kbit_dequant_cublas", "kbit_skinny",
+          "fixture_wrong"};
 }
 
 std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {

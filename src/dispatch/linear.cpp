@@ -9,13 +9,15 @@
 #include "cuda/linear/fused_args.h"
 #include "dispatch/cublas_gemm.h"
 #include "dispatch/linear_configs.h"
+#include "dispatch/linear_internal.h"
 #include "kbit/cuda.h"
 
 namespace kbit {
 
+using detail::kMaxPartialRows;
+
 namespace {
 
-constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, bounds the partials workspace
 
 void check_cuda_call(cudaError_t e, std::string_view what) {
   if (e != cudaSuccess) {
@@ -50,12 +52,24 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
       case 2: v = cuda::detail::fused_occupancy_k2(s, t); break;
       case 3: v = cuda::detail::fused_occupancy_k3(s, t); break;
       case 4: v = cuda::detail::fused_occupancy_k4(s, t); break;
-      default: v = cuda::detail::fused_occupancy_k5(s, t); break;
+      case 5: v = cuda::detail::fused_occupancy_k5(s, t); break;
+      default: v = cuda::detail::fused_occupancy_dense(s, t); break;  // 16: dense weights
     }
   }
   cache[key] = std::max(v, 1);
   return cache[key];
 }
+
+}  // namespace
+
+namespace detail {
+int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t) {
+  return occupancy(bits, {n_tiles, warps, cta}, t);
+}
+int linear_sm_count() { return current_sm_count(); }
+}  // namespace detail
+
+namespace {
 
 int n_tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
@@ -64,7 +78,10 @@ int n_tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; 
 // CTA, rounded up) x (supertiles per warp + a fixed cost per item). Warp items:
 // minimise (items per warp) x (supertiles per item + a fixed cost), at most 8 splits
 // (more made glm47.kv slower on the H200: the fix-up reads every split).
-int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta, DType t) {
+}  // namespace
+
+int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta,
+                                    DType t) {
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
   const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, cta}, t);
   int best = 1;
@@ -84,8 +101,6 @@ int heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int
   }
   return best;
 }
-
-}  // namespace
 
 std::string_view linear_path_name(LinearPath p) {
   switch (p) {
@@ -128,7 +143,8 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   p.splits = o.splits ? o.splits
              : c      ? c->splits
-                      : heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items == LinearItems::cta, DType::bf16);
+                      : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps,
+                                                       p.items == LinearItems::cta, DType::bf16);
   // Never an empty split, never more partial rows than the workspace holds.
   const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * p.n_tiles);
   p.splits = int(std::clamp<int64_t>(p.splits, 1, supertiles));
@@ -140,11 +156,6 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   return p;
 }
 
-struct LinearWorkspace::Impl {
-  Buffer partials, counters, rotated, dequant, lt_workspace;
-  int64_t partial_floats = 0, counter_count = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
-};
 
 LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_unique<Impl>()) {
   KBIT_REQUIRE(l.max_m > 0 && l.max_n > 0 && l.max_k > 0, "LinearWorkspace: max_m, max_n and max_k must be positive, got ",

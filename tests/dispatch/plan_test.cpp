@@ -6,6 +6,7 @@
 #include "dispatch/linear_configs.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
+#include "kbit/skinny.h"
 
 namespace kbit {
 namespace {
@@ -52,6 +53,23 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_LE(pw.splits, 8);
   EXPECT_NE(pw.describe().find("items=warp"), std::string::npos);
   EXPECT_THROW(parse_linear_path("fast"), Error);
+}
+
+TEST(SkinnyPlan, ShapesAndErrors) {
+  EXPECT_EQ(plan_skinny(1, 7168, 3584, false).n_tiles, 1);
+  EXPECT_EQ(plan_skinny(16, 7168, 3584, false).n_tiles, 2);
+  EXPECT_EQ(plan_skinny(16, 7168, 3584, false).splits, 1);
+  const LinearPlan p = plan_skinny(1, 7168, 3584, true);
+  EXPECT_GE(p.splits, 1);
+  EXPECT_LE(p.splits, 28);
+  SkinnyOptions o;
+  o.splits = 2;
+  EXPECT_THROW(plan_skinny(1, 64, 64, false, o), Error);
+  o = {};
+  o.items = LinearItems::warp;
+  EXPECT_THROW(plan_skinny(1, 64, 64, false, o), Error);
+  o.n_tiles = 3;
+  EXPECT_THROW(plan_skinny(1, 64, 64, true, o), Error);
 }
 
 TEST(LinearConfigs, RoundTripAndLookupByMRange) {

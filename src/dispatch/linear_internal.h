@@ -1,0 +1,30 @@
+// What kbit::linear and kbit::skinny_gemm share inside src/dispatch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "dispatch/cublas_gemm.h"
+#include "kbit/linear.h"
+
+namespace kbit {
+
+struct LinearWorkspace::Impl {
+  Buffer partials, counters, rotated, dequant, lt_workspace;
+  int64_t partial_floats = 0, counter_count = 0;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
+};
+
+namespace detail {
+
+inline constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, bounds the partials workspace
+
+// bits: 2..5, or 16 for dense 16-bit weights.
+int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t);
+int linear_sm_count();
+int linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta, DType t);
+
+}  // namespace detail
+}  // namespace kbit

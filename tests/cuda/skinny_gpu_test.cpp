@@ -1,0 +1,152 @@
+// kbit::skinny_gemm against an fp64 CPU reference: every M in 1..16, with and
+// without residual, bf16 and fp16, N in {8, 100, 7168}, K in {8, 3584, 3592},
+// random inputs, poisoned outputs, with and without a workspace; bit identity;
+// bad input.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kbit/error.h"
+#include "kbit/skinny.h"
+#include "support/test_support.h"
+
+namespace kbit {
+namespace {
+
+using test::HostMatrix;
+using test::random_matrix;
+
+Buffer upload(const HostMatrix& m) {
+  Buffer b = Buffer::allocate(Memory::device, m.bytes.size());
+  EXPECT_EQ(cudaMemcpy(b.data(), m.bytes.data(), m.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  return b;
+}
+
+std::vector<uint16_t> download16(const void* p, size_t count) {
+  std::vector<uint16_t> v(count);
+  EXPECT_EQ(cudaMemcpy(v.data(), p, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
+}
+
+// fp64 reference of a x w^T (+ r) over the exact 16-bit operands.
+std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const HostMatrix* r, int64_t m) {
+  std::vector<double> y(size_t(m * w.rows));
+  std::vector<double> wd(size_t(w.rows * w.cols));
+  for (int64_t j = 0; j < w.rows; ++j)
+    for (int64_t c = 0; c < w.cols; ++c) wd[size_t(j * w.cols + c)] = w.at(j, c);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<double> ad(size_t(a.cols));
+    for (int64_t c = 0; c < a.cols; ++c) ad[size_t(c)] = a.at(i, c);
+    for (int64_t j = 0; j < w.rows; ++j) {
+      double acc = 0;
+      const double* wr = wd.data() + j * w.cols;
+      for (int64_t c = 0; c < a.cols; ++c) acc += ad[size_t(c)] * wr[c];
+      y[size_t(i * w.rows + j)] = acc + (r ? double(r->at(i, j)) : 0.0);
+    }
+  }
+  return y;
+}
+
+double relative_error(DType t, const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t count) {
+  double e = 0, s = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double y = t == DType::f16 ? half_bits_to_float(got[size_t(i)]) : bf16_bits_to_float(got[size_t(i)]);
+    if (!std::isfinite(y)) return INFINITY;
+    e += (y - ref[size_t(i)]) * (y - ref[size_t(i)]);
+    s += ref[size_t(i)] * ref[size_t(i)];
+  }
+  return std::sqrt(e / std::max(s, 1e-300));
+}
+
+TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
+  KBIT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 1;
+  LinearWorkspace ws({16, 7168, 3592, false});
+  for (int64_t n : {8, 100, 7168})
+    for (int64_t k : {8, 3584, 3592})
+      for (DType dt : {DType::bf16, DType::f16}) {
+        const HostMatrix w = random_matrix(n, k, dt, seed++, 0.05f);
+        const HostMatrix a = random_matrix(16, k, dt, seed++);
+        const HostMatrix r = random_matrix(16, n, dt, seed++);
+        Buffer wd = upload(w), ad = upload(a), rd = upload(r);
+        Buffer cd = Buffer::allocate(Memory::device, size_t(16 * n) * 2);
+        const auto ref_plain = reference(a, w, nullptr, 16), ref_res = reference(a, w, &r, 16);
+        for (int64_t m = 1; m <= 16; ++m)
+          for (bool residual : {false, true})
+            for (bool with_ws : {false, true}) {
+              const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " " +
+                                       std::string(dtype_name(dt)) + " M=" + std::to_string(m) +
+                                       (residual ? " residual" : "") + (with_ws ? " workspace" : "");
+              ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
+              SkinnyOptions o;
+              if (residual) o.residual = TensorView{rd.data(), dt, m, n};
+              const TensorView av{ad.data(), dt, m, k}, wv{wd.data(), dt, n, k};
+              const MutableTensorView cv{cd.data(), dt, m, n};
+              if (with_ws) {
+                ASSERT_NO_THROW(skinny_gemm(av, wv, cv, ws, nullptr, o)) << what;
+              } else {
+                ASSERT_NO_THROW(skinny_gemm(av, wv, cv, nullptr, o)) << what;
+              }
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+              const auto got = download16(cd.data(), size_t(16 * n));
+              const auto& ref = residual ? ref_res : ref_plain;
+              EXPECT_LE(relative_error(dt, got, ref, m * n), dt == DType::f16 ? 3e-3 : 1e-2) << what;
+              if (m < 16) EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
+            }
+      }
+}
+
+TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 7168, k = 3584, m = 16;
+  const HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
+  const auto ref = reference(a, w, nullptr, m);
+  Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+  LinearWorkspace ws({m, n, k, false});
+  for (int nt : {2, 4, 8})
+    for (int warps : {4, 8})
+      for (int splits : {1, 4})
+        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+          SkinnyOptions o;
+          o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;
+          const std::string what = "nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
+                                   " splits=" + std::to_string(splits) + (items == LinearItems::cta ? " cta" : " warp");
+          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
+                      MutableTensorView{cd.data(), DType::bf16, m, n}, ws, nullptr, o);
+          const auto first = download16(cd.data(), size_t(m * n));
+          EXPECT_LE(relative_error(DType::bf16, first, ref, m * n), 1e-2) << what;
+          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
+                      MutableTensorView{cd.data(), DType::bf16, m, n}, ws, nullptr, o);
+          EXPECT_EQ(download16(cd.data(), size_t(m * n)), first) << what;
+        }
+}
+
+TEST(GpuSkinny, BadInputIsAClearError) {
+  KBIT_SKIP_WITHOUT_GPU();
+  Buffer buf = Buffer::allocate(Memory::device, 1 << 20);
+  auto expect_error = [&](auto&& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const TensorView a{buf.data(), DType::bf16, 4, 64}, w{buf.data(), DType::bf16, 32, 64};
+  const MutableTensorView c{buf.data(), DType::bf16, 4, 32};
+  expect_error([&] { skinny_gemm(TensorView{buf.data(), DType::bf16, 4, 60}, TensorView{buf.data(), DType::bf16, 32, 60},
+                                 c, nullptr); }, "multiple of 8");
+  expect_error([&] { skinny_gemm(a, TensorView{buf.data(), DType::f16, 32, 64}, c, nullptr); }, "one dtype");
+  expect_error([&] { skinny_gemm(TensorView{buf.data(), DType::bf16, 65, 64}, w,
+                                 MutableTensorView{buf.data(), DType::bf16, 65, 32}, nullptr); }, "1..64");
+  expect_error([&] { skinny_gemm(a, TensorView{static_cast<char*>(buf.data()) + 2, DType::bf16, 32, 64}, c, nullptr); },
+               "16-byte aligned");
+  expect_error([&] { skinny_gemm(a, w, MutableTensorView{buf.data(), DType::bf16, 4, 31}, nullptr); }, "expected [4, 32]");
+  SkinnyOptions o;
+  o.splits = 3;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "needs a LinearWorkspace");
+}
+
+}  // namespace
+}  // namespace kbit
