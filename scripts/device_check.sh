@@ -60,6 +60,13 @@ if [ "${KBIT_TUNE:-0}" = 1 ]; then
   log "tune rc=$?"; tail -3 "$OUT/tune.txt" | tee -a "$OUT/summary.txt"
 fi
 
+if [ "${KBIT_SKINNY:-0}" = 1 ]; then
+  log "kbit tune skinny ${KBIT_SKINNY_ARGS:---mode selected}"
+  timeout "${KBIT_SKINNY_TIMEOUT:-240}" build-dev/kbit tune skinny ${KBIT_SKINNY_ARGS:---mode selected} \
+    --json "$OUT/skinny.jsonl" > "$OUT/skinny.txt" 2> "$LOGS/skinny_progress.txt"
+  log "tune skinny rc=$?"; cat "$OUT/skinny.txt" | tee -a "$OUT/summary.txt"
+fi
+
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
   F="--gtest_filter=${KBIT_MEMCHECK_FILTER:--GpuFormat.LargeEmbedding*:GpuLinear.ModelShapes:GpuLinear.Awkward*}"

@@ -6,6 +6,7 @@
 #include "core/checks.h"
 #include "cuda/device_checks.h"
 #include "cuda/linear/fused_args.h"
+#include "dispatch/linear_configs.h"
 #include "dispatch/linear_internal.h"
 
 namespace kbit {
@@ -74,10 +75,14 @@ void run(const TensorView& a, const TensorView& w, const MutableTensorView& c, L
 LinearPlan plan_skinny(int64_t m, int64_t n, int64_t k, bool with_workspace, const SkinnyOptions& o) {
   KBIT_REQUIRE(m > 0 && n > 0 && k > 0, "skinny_gemm: sizes must be positive, got M=", m, " N=", n, " K=", k);
   LinearPlan p;
-  p.source = (o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic) ? "forced" : "heuristic";
-  p.n_tiles = o.n_tiles ? o.n_tiles : m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
-  p.warps = o.warps ? o.warps : 8;
-  p.items = o.items != LinearItems::automatic ? o.items : LinearItems::cta;
+  const bool forced = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
+  // The tuned table (bits 16 = dense weights); an entry that needs splits is used only with a workspace.
+  const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
+  if (c && c->splits > 1 && !with_workspace) c = nullptr;
+  p.source = forced ? "forced" : c ? "table" : "heuristic";
+  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  p.warps = o.warps ? o.warps : c ? c->warps : 8;
+  p.items = o.items != LinearItems::automatic ? o.items : c ? c->items : LinearItems::cta;
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "skinny_gemm: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "skinny_gemm: warps must be 4 or 8, got ", p.warps);
@@ -90,6 +95,7 @@ LinearPlan plan_skinny(int64_t m, int64_t n, int64_t k, bool with_workspace, con
     return p;
   }
   p.splits = o.splits ? o.splits
+             : c      ? c->splits
                       : detail::linear_heuristic_splits(m, n, k, kDense, p.n_tiles, p.warps,
                                                         p.items == LinearItems::cta, DType::bf16);
   p.splits = int(std::clamp<int64_t>(p.splits, 1, supertiles));

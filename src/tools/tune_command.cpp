@@ -4,14 +4,103 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
 #include "bench/linear_tune.h"
+#include "bench/skinny_bench.h"
 #include "commands.h"
 #include "kbit/error.h"
 
 namespace kbit::tools {
+namespace {
+
+std::vector<detail::LinearConfig> read_table(const std::string& path) {
+  if (!std::filesystem::exists(path)) return {};
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return detail::parse_linear_configs(text.str());
+}
+
+// "1-16" or "1,2,4".
+std::vector<int64_t> parse_m_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string part;
+  try {
+    while (std::getline(ss, part, ',')) {
+      const auto dash = part.find('-');
+      if (dash == std::string::npos) {
+        out.push_back(std::stoll(part));
+      } else {
+        const int64_t a = std::stoll(part.substr(0, dash)), b = std::stoll(part.substr(dash + 1));
+        KBIT_REQUIRE(a <= b, "--m range '", part, "' is empty");
+        for (int64_t m = a; m <= b; ++m) out.push_back(m);
+      }
+    }
+  } catch (const std::logic_error&) {
+    throw Error("--m '" + text + "': expected numbers or ranges such as 1-16");
+  }
+  KBIT_REQUIRE(!out.empty(), "--m is empty");
+  return out;
+}
+
+void add_tune_skinny(CLI::App* tune) {
+  struct Args {
+    bench::SkinnyBenchOptions o;
+    std::string m = "1-16", shard = "0/1", json, table_out;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* s = tune->add_subcommand(
+      "skinny", "Benchmark the skinny GEMM C = A W^T + R against cuBLAS addmm (graph replay, cold L2) and tune it");
+  s->add_option("--n", a->o.n, "N (outputs)")->capture_default_str();
+  s->add_option("--k", a->o.k, "K (a multiple of 8)")->capture_default_str();
+  s->add_option("--m", a->m, "M values: 1-16 or 1,2,4")->capture_default_str();
+  s->add_option("--mode", a->o.mode, "baseline, sweep or selected")->capture_default_str();
+  s->add_option("--config", a->o.config, "selected mode: nt=1,w=8,s=2,items=cta instead of the table");
+  s->add_option("--shard", a->shard, "sweep: run candidates i, i+n, ... (i/n)")->capture_default_str();
+  s->add_option("--cache-multiplier", a->o.cache_multiplier, "rotate buffers over this many times L2")
+      ->capture_default_str();
+  s->add_option("--max-buffers", a->o.max_buffers, "at most this many W/R buffer sets")->capture_default_str();
+  s->add_option("--repeats", a->o.repeats, "timed samples")->capture_default_str();
+  s->add_option("--replays", a->o.replays, "graph replays per sample (0: ~2 ms)")->capture_default_str();
+  s->add_flag("!--no-residual", a->o.residual, "C = A W^T without R");
+  s->add_option("--json", a->json, "one JSON object per (M, backend, config)");
+  s->add_option("--table-out", a->table_out, "sweep: merge the fastest config per M into this table");
+  s->callback([a] {
+    a->o.ms = parse_m_list(a->m);
+    const auto slash = a->shard.find('/');
+    KBIT_REQUIRE(slash != std::string::npos, "--shard must be i/n, got ", a->shard);
+    a->o.shard = std::stoi(a->shard.substr(0, slash)), a->o.shards = std::stoi(a->shard.substr(slash + 1));
+    const auto rows = bench::run_skinny_bench(a->o);
+    std::map<int64_t, double> cublas;
+    for (const auto& r : rows)
+      if (r.backend == "cublas_addmm" && r.error.empty()) cublas[r.m] = r.median_us;
+    std::printf("%4s %-14s %-28s %10s %10s %8s %6s %6s %s\n", "M", "backend", "config", "median us", "cuBLAS us",
+                "speedup", "regs", "spill", "valid");
+    for (const auto& r : rows)
+      std::printf("%4lld %-14s %-28s %10.2f %10.2f %7.2fx %6d %6d %s\n", (long long)r.m, r.backend.c_str(),
+                  r.config.substr(0, 28).c_str(), r.median_us, cublas.count(r.m) ? cublas[r.m] : 0.0,
+                  r.median_us > 0 && cublas.count(r.m) ? cublas[r.m] / r.median_us : 0.0, r.registers_per_thread,
+                  r.spill_bytes, r.error.empty() ? (r.valid ? "yes" : "NO") : r.error.c_str());
+    if (!a->json.empty()) {
+      std::ofstream out(a->json);
+      KBIT_REQUIRE(out.good(), "cannot write ", a->json);
+      for (const auto& r : rows) out << bench::skinny_row_json(r) << "\n";
+    }
+    if (!a->table_out.empty()) {
+      const auto merged = bench::merge_linear_configs(read_table(a->table_out), bench::best_skinny_configs(rows));
+      std::ofstream out(a->table_out);
+      KBIT_REQUIRE(out.good(), "cannot write ", a->table_out);
+      out << detail::linear_configs_to_json(merged);
+      std::printf("%zu entries written to %s\n", merged.size(), a->table_out.c_str());
+    }
+  });
+}
+
+}  // namespace
 
 void add_tune_command(CLI::App& app) {
   struct Args {
@@ -27,14 +116,10 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("--bits", a->o.bits, "bit widths")->delimiter(',')->capture_default_str();
   tune->add_option("--repeats", a->o.repeats, "timed samples per candidate")->capture_default_str();
   tune->add_option("--out", a->out, "table to merge into and write (rebuild to compile it in)")->capture_default_str();
-  tune->callback([a] {
-    std::vector<detail::LinearConfig> table;
-    if (std::filesystem::exists(a->out)) {
-      std::ifstream in(a->out);
-      std::stringstream text;
-      text << in.rdbuf();
-      table = detail::parse_linear_configs(text.str());
-    }
+  add_tune_skinny(tune);
+  tune->final_callback([tune, a] {
+    if (!tune->get_subcommands().empty()) return;
+    const std::vector<detail::LinearConfig> table = read_table(a->out);
     const auto rows = bench::run_linear_tune(a->o);
     std::vector<detail::LinearConfig> tuned;
     double sum_best = 0, sum_heuristic = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/linear_tune.h"
+#include "bench/skinny_bench.h"
 #include "dispatch/linear_configs.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
@@ -70,6 +71,29 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_THROW(plan_skinny(1, 64, 64, false, o), Error);
   o.n_tiles = 3;
   EXPECT_THROW(plan_skinny(1, 64, 64, true, o), Error);
+}
+
+TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
+  const auto c = bench::parse_skinny_config("nt=2,w=4,s=3,items=warp");
+  EXPECT_EQ(c.bits, 16);
+  EXPECT_EQ(c.n_tiles, 2);
+  EXPECT_EQ(c.warps, 4);
+  EXPECT_EQ(c.splits, 3);
+  EXPECT_EQ(c.items, LinearItems::warp);
+  EXPECT_EQ(bench::skinny_config_name(c), "nt=2,w=4,s=3,items=warp");
+  EXPECT_THROW(bench::parse_skinny_config("nt=two"), Error);
+  EXPECT_THROW(bench::parse_skinny_config("speed=9"), Error);
+  EXPECT_THROW(bench::parse_skinny_config("items=block"), Error);
+  std::vector<bench::SkinnyBenchRow> rows(4);
+  for (int i = 0; i < 4; ++i) {
+    rows[size_t(i)].backend = "kbit_skinny", rows[size_t(i)].m = 1, rows[size_t(i)].valid = true;
+    rows[size_t(i)].median_us = 10.0 - i, rows[size_t(i)].plan.splits = i + 1, rows[size_t(i)].plan.us = 10.0 - i;
+  }
+  rows[3].valid = false;       // fastest but wrong
+  rows[2].spill_bytes = 8;     // second fastest but spills
+  const auto best = bench::best_skinny_configs(rows);
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].splits, 2);
 }
 
 TEST(LinearConfigs, RoundTripAndLookupByMRange) {

@@ -61,4 +61,11 @@ int fused_occupancy_k3(FusedShape s, DType t);
 int fused_occupancy_k4(FusedShape s, DType t);
 int fused_occupancy_k5(FusedShape s, DType t);
 int fused_occupancy_dense(FusedShape s, DType t);
+
+// Registers per thread and local (spill) bytes per thread of an instantiation.
+struct FusedKernelInfo {
+  int registers = 0;
+  int local_bytes = 0;
+};
+FusedKernelInfo fused_info_dense(FusedShape s, DType t);
 }  // namespace kbit::cuda::detail

@@ -482,6 +482,15 @@ void launch_fused(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream
 }
 
 template <int KB>
+FusedKernelInfo fused_info(FusedShape s, DType t) {
+  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
+    cudaFuncAttributes attr{};
+    check_cuda(cudaFuncGetAttributes(&attr, fused_linear_kernel<KB, T, NT, WARPS, CTA>), "fused linear: attributes");
+    return FusedKernelInfo{attr.numRegs, int(attr.localSizeBytes)};
+  });
+}
+
+template <int KB>
 int fused_occupancy(FusedShape s, DType t) {
   return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
     return occupancy_instance<KB, T, NT, WARPS, CTA>();

@@ -7,4 +7,5 @@ void launch_fused_dense(const FusedArgs& a, FusedShape s, DType t, cudaStream_t 
   launch_fused<kDenseWeights>(a, s, t, stream);
 }
 int fused_occupancy_dense(FusedShape s, DType t) { return fused_occupancy<kDenseWeights>(s, t); }
+FusedKernelInfo fused_info_dense(FusedShape s, DType t) { return fused_info<kDenseWeights>(s, t); }
 }  // namespace kbit::cuda::detail

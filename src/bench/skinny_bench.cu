@@ -1,0 +1,257 @@
+#include "bench/skinny_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <functional>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/timing.h"
+#include "cpu/parallel.h"
+#include "cuda/common.cuh"
+#include "cuda/linear/fused_args.h"
+#include "dispatch/cublas_gemm.h"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/skinny.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t h = uint64_t(i) * 0x9e3779b97f4a7c15ull ^ (uint64_t(seed) << 32 | seed);
+    h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29, h *= 0x94d049bb133111ebull, h ^= h >> 32;
+    v[i] = float_to_bf16_bits((float(h & 0xffffff) / 8388608.0f - 1.0f) * scale);
+  }
+  return v;
+}
+
+Buffer upload(const std::vector<uint16_t>& v) {
+  Buffer b = Buffer::allocate(Memory::device, v.size() * 2);
+  check_cuda(cudaMemcpy(b.data(), v.data(), v.size() * 2, cudaMemcpyHostToDevice), "skinny bench: upload");
+  return b;
+}
+
+std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
+  std::vector<detail::LinearConfig> out;
+  const int base = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  for (int nt : {base, std::min(8, base * 2)})
+    for (int w : {4, 8})
+      for (int s : {1, 2, 3, 4, 6, 8})
+        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+          detail::LinearConfig c;
+          c.bits = 16, c.n_tiles = nt, c.warps = w, c.splits = s, c.items = items;
+          if (std::none_of(out.begin(), out.end(), [&](const auto& o) {
+                return o.n_tiles == nt && o.warps == w && o.splits == s && o.items == items;
+              }))
+            out.push_back(c);
+        }
+  return out;
+}
+
+}  // namespace
+
+detail::LinearConfig parse_skinny_config(const std::string& text) {
+  detail::LinearConfig c;
+  c.bits = 16;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const auto eq = part.find('=');
+    KBIT_REQUIRE(eq != std::string::npos, "skinny config '", text, "': expected key=value pairs, got '", part, "'");
+    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "items") {
+      KBIT_REQUIRE(value == "cta" || value == "warp", "skinny config: items must be cta or warp, got ", value);
+      c.items = value == "cta" ? LinearItems::cta : LinearItems::warp;
+      continue;
+    }
+    int v = 0;
+    try {
+      v = std::stoi(value);
+    } catch (const std::exception&) {
+      throw Error("skinny config '" + text + "': '" + value + "' is not a number");
+    }
+    if (key == "nt") c.n_tiles = v;
+    else if (key == "w") c.warps = v;
+    else if (key == "s") c.splits = v;
+    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (nt, w, s, items)");
+  }
+  return c;
+}
+
+std::string skinny_config_name(const detail::LinearConfig& c) {
+  return "nt=" + std::to_string(c.n_tiles) + ",w=" + std::to_string(c.warps) + ",s=" + std::to_string(c.splits) +
+         ",items=" + (c.items == LinearItems::warp ? "warp" : "cta");
+}
+
+std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit tune skinny needs a CUDA GPU: ", cuda::device_description());
+  KBIT_REQUIRE(o.mode == "baseline" || o.mode == "sweep" || o.mode == "selected",
+               "--mode must be baseline, sweep or selected, got ", o.mode);
+  KBIT_REQUIRE(o.shards >= 1 && o.shard >= 0 && o.shard < o.shards, "--shard must be i/n with 0 <= i < n");
+  KBIT_REQUIRE(o.k % 8 == 0 && o.n > 0 && o.k > 0, "skinny: N > 0 and K a positive multiple of 8, got N=", o.n,
+               " K=", o.k);
+  for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 64, "skinny: M must be 1..64, got ", m);
+  const DeviceInfo dev = device_info();
+  const int64_t n = o.n, k = o.k;
+  const int64_t max_m = *std::max_element(o.ms.begin(), o.ms.end());
+  const size_t bytes_per_call = size_t(n * k * 2 + (o.residual ? max_m * n * 2 : 0));
+  const int sets = int(std::clamp<double>(std::ceil(o.cache_multiplier * double(dev.l2_bytes) / double(bytes_per_call)),
+                                          1.0, double(o.max_buffers)));
+  const std::vector<uint16_t> w = random_bf16(size_t(n * k), 11, 0.05f);
+  std::vector<Buffer> wd, rd;
+  wd.push_back(upload(w));
+  for (int i = 1; i < sets; ++i) {
+    wd.push_back(Buffer::allocate(Memory::device, w.size() * 2));
+    check_cuda(cudaMemcpy(wd.back().data(), wd[0].data(), w.size() * 2, cudaMemcpyDeviceToDevice), "skinny: copy");
+  }
+  const std::vector<uint16_t> x = random_bf16(size_t(max_m * k), 12, 1.0f);
+  const std::vector<uint16_t> r = random_bf16(size_t(max_m * n), 13, 1.0f);
+  for (int i = 0; i < sets && o.residual; ++i) rd.push_back(upload(r));
+  Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
+  // fp64 reference of every output row
+  std::vector<double> ref(size_t(max_m * n));
+  cpu::detail::parallel_for(n, 16, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < max_m; ++i) {
+        double acc = o.residual ? double(bf16_bits_to_float(r[size_t(i * n + j)])) : 0.0;
+        for (int64_t c = 0; c < k; ++c)
+          acc += double(bf16_bits_to_float(x[size_t(i * k + c)])) * double(bf16_bits_to_float(w[size_t(j * k + c)]));
+        ref[size_t(i * n + j)] = acc;
+      }
+  });
+  LinearWorkspace ws({64, n, k, false});
+  Buffer lt_ws = Buffer::allocate(Memory::device, detail::kLtWorkspaceBytes);
+
+  std::vector<SkinnyBenchRow> rows;
+  for (int64_t m : o.ms) {
+    auto validate = [&](SkinnyBenchRow& row) {
+      std::vector<uint16_t> got(size_t(m * n));
+      check_cuda(cudaMemcpy(got.data(), yd.data(), got.size() * 2, cudaMemcpyDeviceToHost), "skinny: reading C");
+      double dot = 0, na = 0, nb = 0;
+      bool finite = true;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double y = bf16_bits_to_float(got[i]), t = ref[i];
+        finite = finite && std::isfinite(y);
+        dot += y * t, na += y * y, nb += t * t;
+        row.max_abs_error = std::max(row.max_abs_error, std::fabs(y - t));
+        row.max_scaled_error = std::max(row.max_scaled_error, std::fabs(y - t) / (std::fabs(t) + 1));
+      }
+      row.cosine = na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : 0;
+      row.valid = finite && row.cosine > 0.999;
+    };
+    auto time_it = [&](SkinnyBenchRow& row, const std::function<void(cudaStream_t, int)>& launch) {
+      TimingOptions t;
+      t.calls_per_graph = std::max(sets, 8);
+      const double est_us = std::max(double(bytes_per_call) / 3.5e6, 3.0);
+      t.replays = o.replays > 0 ? o.replays : int(std::clamp(2000.0 / (t.calls_per_graph * est_us), 1.0, 100.0));
+      t.repeats = o.repeats;
+      check_cuda(cudaMemset(yd.data(), 0xff, yd.size()), "skinny: poison");
+      const Timing tm = time_graph(launch, t);
+      row.median_us = tm.median_us, row.p10_us = tm.p10_us, row.p90_us = tm.p90_us, row.mean_us = tm.mean_us;
+      row.cv_pct = tm.cv_pct, row.samples_us = tm.samples_us;
+      validate(row);
+    };
+    auto base_row = [&](const std::string& backend) {
+      SkinnyBenchRow row;
+      row.m = m, row.n = n, row.k = k, row.backend = backend, row.mode = o.mode, row.num_buffers = sets;
+      row.cache_multiplier = o.cache_multiplier;
+      return row;
+    };
+    if (o.include_cublas && o.shard == 0) {
+      SkinnyBenchRow row = base_row("cublas_addmm");
+      try {
+        detail::LtGemm gemm(m, n, k, DType::bf16, o.residual);
+        row.config = gemm.config();
+        time_it(row, [&](cudaStream_t s, int call) {
+          gemm.run(xd.data(), wd[size_t(call % sets)].data(), o.residual ? rd[size_t(call % sets)].data() : nullptr,
+                   nullptr, yd.data(), lt_ws.data(), lt_ws.size(), s);
+        });
+      } catch (const std::exception& e) {
+        row.error = e.what();
+      }
+      rows.push_back(row);
+    }
+    std::vector<detail::LinearConfig> configs;
+    if (o.mode == "sweep") {
+      const auto all = sweep_candidates(m);
+      for (size_t i = 0; i < all.size(); ++i)
+        if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);
+    } else if (o.mode == "baseline") {
+      detail::LinearConfig c;
+      c.bits = 16, c.n_tiles = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8, c.warps = 8, c.splits = 1;
+      configs.push_back(c);
+    } else if (!o.config.empty()) {
+      configs.push_back(parse_skinny_config(o.config));
+    } else {
+      const LinearPlan p = plan_skinny(m, n, k, true);
+      detail::LinearConfig c;
+      c.bits = 16, c.n_tiles = p.n_tiles, c.warps = p.warps, c.splits = p.splits, c.items = p.items;
+      configs.push_back(c);
+    }
+    for (auto c : configs) {
+      SkinnyBenchRow row = base_row("kbit_skinny");
+      c.device = dev.name, c.n = n, c.k = k, c.m = m;
+      row.config = skinny_config_name(c);
+      try {
+        SkinnyOptions so;
+        so.n_tiles = c.n_tiles, so.warps = c.warps, so.splits = c.splits, so.items = c.items;
+        const LinearPlan p = plan_skinny(m, n, k, true, so);  // normalised (no empty split)
+        c.splits = p.splits;
+        row.config = skinny_config_name(c);
+        const auto info = cuda::detail::fused_info_dense({p.n_tiles, p.warps, p.items == LinearItems::cta}, DType::bf16);
+        row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
+        time_it(row, [&](cudaStream_t s, int call) {
+          SkinnyOptions lo = so;
+          if (o.residual) lo.residual = TensorView{rd[size_t(call % sets)].data(), DType::bf16, m, n};
+          skinny_gemm(TensorView{xd.data(), DType::bf16, m, k}, TensorView{wd[size_t(call % sets)].data(), DType::bf16, n, k},
+                      MutableTensorView{yd.data(), DType::bf16, m, n}, ws, s, lo);
+        });
+      } catch (const std::exception& e) {
+        row.error = e.what();
+      }
+      c.us = row.median_us;
+      row.plan = c;
+      std::fprintf(stderr, "M=%-3lld %-14s %-28s %9.2f us %s\n", (long long)m, row.backend.c_str(), row.config.c_str(),
+                   row.median_us, row.error.empty() ? (row.valid ? "" : "INVALID") : row.error.c_str());
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+std::string skinny_row_json(const SkinnyBenchRow& r) {
+  static const DeviceInfo dev = device_info();
+  nlohmann::json j = {{"m", r.m}, {"n", r.n}, {"k", r.k}, {"backend", r.backend}, {"mode", r.mode},
+                      {"config", r.config}, {"num_buffers", r.num_buffers}, {"cache_multiplier", r.cache_multiplier},
+                      {"device", dev.name},
+                      {"compute_capability", dev.cc_major * 10 + dev.cc_minor}, {"cuda_version", dev.cuda_runtime},
+                      {"median_us", r.median_us}, {"p10_us", r.p10_us}, {"p90_us", r.p90_us}, {"mean_us", r.mean_us},
+                      {"cv_pct", r.cv_pct}, {"samples_us", r.samples_us}, {"valid", r.valid}, {"cosine", r.cosine},
+                      {"max_abs_error", r.max_abs_error}, {"max_scaled_error", r.max_scaled_error},
+                      {"registers_per_thread", r.registers_per_thread}, {"spill_bytes", r.spill_bytes},
+                      {"commit", KBIT_GIT_COMMIT}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j.dump();
+}
+
+std::vector<detail::LinearConfig> best_skinny_configs(const std::vector<SkinnyBenchRow>& rows) {
+  std::map<int64_t, detail::LinearConfig> best;
+  for (const auto& r : rows)
+    if (r.backend == "kbit_skinny" && r.valid && r.error.empty() && r.spill_bytes == 0 &&
+        (!best.count(r.m) || r.median_us < best[r.m].us))
+      best[r.m] = r.plan;
+  std::vector<detail::LinearConfig> out;
+  for (auto& [m, c] : best) out.push_back(c);
+  return out;
+}
+
+}  // namespace kbit::bench
