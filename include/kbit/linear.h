@@ -51,6 +51,7 @@ struct LinearOptions {
   // Fused-kernel overrides (0 / automatic: from the tuned table or the heuristic).
   int n_tiles = 0, warps = 0, splits = 0;
   LinearItems items = LinearItems::automatic;
+  bool pdl = false;  // programmatic dependent launch of the fused kernel (weights load before the wait)
 };
 
 // Device scratch for kbit::linear: split-K partials and counters, the rotated

@@ -24,6 +24,9 @@ struct SkinnyOptions {
   // Kernel overrides (0 / automatic: the heuristic).
   int n_tiles = 0, warps = 0, splits = 0;
   LinearItems items = LinearItems::automatic;
+  // Programmatic dependent launch: the weight prefetch may start while the previous
+  // kernel on the stream finishes (it waits before touching A, R or C).
+  bool pdl = false;
 };
 
 // The plan skinny_gemm would use (path is always fused_mma).

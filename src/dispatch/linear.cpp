@@ -260,6 +260,7 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.splits = plan.splits;
   a.supertiles_per_split = int(ceil_div(a.supertiles, a.splits));
   a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
+  a.pdl = o.pdl;
   const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
   a.tiles = int(tiles);
   const bool cta = plan.items == LinearItems::cta;

@@ -60,6 +60,7 @@ void run(const TensorView& a, const TensorView& w, const MutableTensorView& c, L
   f.supertiles_per_split = int(ceil_div(f.supertiles, f.splits));
   f.tiles = int(ceil_div(m, 8 * plan.n_tiles));
   f.x_vec = reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && a.stride() % 8 == 0;
+  f.pdl = o.pdl;
   const bool cta = plan.items == LinearItems::cta;
   f.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(kDense, plan.n_tiles, plan.warps, cta, a.dtype);
   if (plan.splits > 1) {

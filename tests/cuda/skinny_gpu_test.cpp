@@ -122,6 +122,32 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
         }
 }
 
+TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
+  KBIT_SKIP_WITHOUT_GPU();
+  // y_{i+1} = y_i W^T + y_i: each call reads what the previous one wrote.
+  const int64_t n = 1024, m = 4;
+  const HostMatrix w = random_matrix(n, n, DType::bf16, 21, 0.02f), x = random_matrix(m, n, DType::bf16, 22);
+  Buffer wd = upload(w);
+  std::vector<uint16_t> results[2];
+  for (int pdl = 0; pdl < 2; ++pdl) {
+    Buffer a = upload(x), b = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    for (int i = 0; i < 6; ++i) {
+      SkinnyOptions o;
+      o.pdl = pdl == 1;
+      o.residual = TensorView{a.data(), DType::bf16, m, n};
+      skinny_gemm(TensorView{a.data(), DType::bf16, m, n}, TensorView{wd.data(), DType::bf16, n, n},
+                  MutableTensorView{b.data(), DType::bf16, m, n}, s, o);
+      std::swap(a, b);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+    results[pdl] = download16(a.data(), size_t(m * n));
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 TEST(GpuSkinny, BadInputIsAClearError) {
   KBIT_SKIP_WITHOUT_GPU();
   Buffer buf = Buffer::allocate(Memory::device, 1 << 20);

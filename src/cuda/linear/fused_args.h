@@ -35,6 +35,7 @@ struct FusedArgs {
   int tiles = 1;           // token tiles: M / (8 n_tiles) rounded up
   bool x_vec = false;      // x rows 16-byte aligned and K % 8 == 0: 16-byte activation loads
   int max_ctas = 1 << 30;  // persistent grid size (SMs x resident CTAs)
+  bool pdl = false;        // launch with programmatic stream serialization (weights load before the wait)
 };
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8).

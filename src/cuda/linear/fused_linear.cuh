@@ -290,6 +290,9 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     StageT stages[D];
 #pragma unroll
     for (int d = 0; d < D; ++d) load_stage(stages[d], st_first + d * kStride);
+    // Programmatic dependent launch: the weights above do not depend on the previous
+    // kernel; activations, residual and the split workspace do. A no-op without PDL.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
     uint4 xnext[4];
     if constexpr (kPrefetchX) load_x_tile(xnext, 0, min(st_first, st_last));
 
@@ -448,7 +451,17 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
   const int64_t ctas = CTA ? items : (items + WARPS - 1) / WARPS;
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));
-  fused_linear_kernel<KB, T, NT, WARPS, CTA><<<grid, WARPS * 32, smem, stream>>>(a);
+  if (a.pdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, fused_linear_kernel<KB, T, NT, WARPS, CTA>, a), "fused linear: PDL launch");
+  } else {
+    fused_linear_kernel<KB, T, NT, WARPS, CTA><<<grid, WARPS * 32, smem, stream>>>(a);
+  }
   check_launch("fused linear kernel");
 }
 
