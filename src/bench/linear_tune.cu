@@ -46,7 +46,7 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   const int base = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
   for (int nt : {base, std::min(8, base * 2)})
     for (int warps : {4, 8})
-      for (int splits : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16})
+      for (int splits : {1, 2, 4, 6, 8, 12})
         for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
           LinearOptions o;
           o.path = LinearPath::fused_mma;

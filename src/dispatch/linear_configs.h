@@ -11,8 +11,10 @@
 
 namespace kbit::detail {
 
-// Above this M the default (untuned) plan is dequantize + cuBLASLt.
-inline constexpr int64_t kDefaultFusedMaxM = 256;
+// Above this M the default (untuned) plan is dequantize + cuBLASLt: on the H200 table of commit
+// cdfe642 the fused kernel at M = 64 took 1.5-5x longer than the dequantize (from the M = 512
+// rows) plus cuBLAS at M = 64; at M = 32 each won on some shapes.
+inline constexpr int64_t kDefaultFusedMaxM = 32;
 
 struct LinearConfig {
   std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H200"

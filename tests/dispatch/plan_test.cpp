@@ -35,7 +35,9 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(1, 4096, 4096, 4).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(1, 4096, 4096, 4).n_tiles, 1);
   EXPECT_EQ(plan_linear(16, 4096, 4096, 4).n_tiles, 2);
-  EXPECT_EQ(plan_linear(64, 4096, 4096, 4).n_tiles, 8);
+  EXPECT_EQ(plan_linear(32, 4096, 4096, 4).n_tiles, 4);
+  EXPECT_EQ(plan_linear(32, 4096, 4096, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(64, 4096, 4096, 4).path, LinearPath::dequant_cublas);
   EXPECT_EQ(plan_linear(4096, 4096, 4096, 4).path, LinearPath::dequant_cublas);
   LinearOptions o;
   o.path = LinearPath::fused_mma;
