@@ -1,0 +1,65 @@
+// kbit::WeightStreamer: run layers whose weights live in host memory. The leading
+// layers of a ResidencyPlan stay on the GPU; the rest go through a ring of GPU
+// slots on the streamer's own copy stream:
+//   prefetch(l)        starts layer l's copy (waits, on the copy stream, until the
+//                      slot's previous layer has been released);
+//   acquire(l, s)      makes stream s wait for the copy (an event; no host wait) and
+//                      returns the device address of the layer's bytes;
+//   release(l, s)      lets the slot be reused once s has finished with it.
+// Layer l of the ring always uses slot (l - resident) % slots, so forward and
+// backward passes both keep neighbouring layers in different slots.
+// Sources: pinned host memory (every streamed layer copied once into one pinned
+// block; the copy engine reads it directly) or a memory-mapped file read through
+// one pinned staging buffer per slot (the host copies into the staging buffer
+// after that buffer's previous upload has finished). GPUDirect Storage: not built.
+// Not yet run on a GPU (issue 8 is open).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kbit/streaming.h"
+#include "kbit/tensor.h"
+
+namespace kbit {
+
+class WeightStreamer {
+ public:
+  // One layer: host byte ranges, laid out one after another on the device, each piece
+  // starting on a 256-byte boundary (piece_offset()).
+  struct HostLayer {
+    std::vector<std::pair<const void*, size_t>> pieces;
+  };
+
+  // plan: from plan_residency over these layers' device sizes (layer_device_bytes()).
+  WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan);
+  ~WeightStreamer();
+  WeightStreamer(const WeightStreamer&) = delete;
+  WeightStreamer& operator=(const WeightStreamer&) = delete;
+
+  // Device bytes each layer needs (pieces rounded up to 256 bytes), for plan_residency.
+  static std::vector<int64_t> layer_device_bytes(const std::vector<HostLayer>& layers);
+
+  const ResidencyPlan& plan() const { return plan_; }
+  int layers() const { return int(layers_.size()); }
+  bool resident(int layer) const { return layer < plan_.resident_layers; }
+  size_t piece_offset(int layer, int piece) const;
+
+  void prefetch(int layer);
+  const void* acquire(int layer, cudaStream_t compute);
+  void release(int layer, cudaStream_t compute);
+
+ private:
+  struct Slot;
+  struct Impl;
+  std::vector<HostLayer> layers_;
+  std::vector<std::vector<size_t>> offsets_;
+  ResidencyPlan plan_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kbit

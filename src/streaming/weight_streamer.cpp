@@ -1,0 +1,188 @@
+#include "kbit/weight_streamer.h"
+
+#include <cstring>
+
+#include "kbit/error.h"
+
+namespace kbit {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+void check(cudaError_t e, std::string_view what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(detail::concat("WeightStreamer: ", what, ": ", cudaGetErrorString(e)));
+  }
+}
+
+}  // namespace
+
+struct WeightStreamer::Slot {
+  void* device = nullptr;
+  void* staging = nullptr;  // mapped-file source: pinned staging buffer
+  cudaEvent_t ready = nullptr, free = nullptr, uploaded = nullptr;
+  int occupant = -1;   // layer whose copy was issued last
+  bool held = false;   // acquired and not yet released
+  bool staging_busy = false;
+};
+
+struct WeightStreamer::Impl {
+  cudaStream_t copy = nullptr;
+  std::vector<void*> resident;  // device buffers of the resident layers
+  std::vector<Slot> slots;
+  void* pinned = nullptr;       // pinned source: every streamed layer, device layout
+  std::vector<size_t> pinned_offset;
+};
+
+std::vector<int64_t> WeightStreamer::layer_device_bytes(const std::vector<HostLayer>& layers) {
+  std::vector<int64_t> out;
+  for (const auto& l : layers) {
+    size_t b = 0;
+    for (const auto& [p, n] : l.pieces) b += round_up(n);
+    out.push_back(int64_t(b));
+  }
+  return out;
+}
+
+WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan)
+    : layers_(std::move(layers)), plan_(plan), impl_(std::make_unique<Impl>()) {
+  const int n = int(layers_.size());
+  KBIT_REQUIRE(n > 0, "WeightStreamer: no layers");
+  KBIT_REQUIRE(plan_.resident_layers >= 0 && plan_.resident_layers <= n, "WeightStreamer: the plan keeps ",
+               plan_.resident_layers, " layers resident but there are ", n);
+  const auto bytes = layer_device_bytes(layers_);
+  offsets_.resize(size_t(n));
+  for (int l = 0; l < n; ++l) {
+    KBIT_REQUIRE(bytes[size_t(l)] > 0, "WeightStreamer: layer ", l, " is empty");
+    size_t off = 0;
+    for (const auto& [p, sz] : layers_[size_t(l)].pieces) {
+      KBIT_REQUIRE(p != nullptr || sz == 0, "WeightStreamer: layer ", l, " has a null piece");
+      offsets_[size_t(l)].push_back(off);
+      off += round_up(sz);
+    }
+    if (l >= plan_.resident_layers)
+      KBIT_REQUIRE(bytes[size_t(l)] <= plan_.slot_bytes, "WeightStreamer: layer ", l, " (", bytes[size_t(l)],
+                   " bytes) does not fit a slot of ", plan_.slot_bytes, " bytes; plan with layer_device_bytes()");
+  }
+  const bool streams = plan_.resident_layers < n;
+  if (streams) {
+    KBIT_REQUIRE(plan_.slots >= 2, "WeightStreamer: the plan streams layers but has ", plan_.slots, " slots");
+    KBIT_REQUIRE(plan_.source == StreamSource::pinned_host || plan_.source == StreamSource::mapped_file,
+                 "WeightStreamer: source ", stream_source_name(plan_.source),
+                 " is not available in this build (GPUDirect Storage is not built in); use pinned or mmap");
+  }
+  auto& im = *impl_;
+  check(cudaStreamCreateWithFlags(&im.copy, cudaStreamNonBlocking), "creating the copy stream");
+  // resident layers: copied now (synchronously; construction is load time)
+  for (int l = 0; l < plan_.resident_layers; ++l) {
+    void* d = nullptr;
+    check(cudaMalloc(&d, size_t(bytes[size_t(l)])), "allocating a resident layer");
+    im.resident.push_back(d);
+    for (size_t i = 0; i < layers_[size_t(l)].pieces.size(); ++i) {
+      const auto& [p, sz] = layers_[size_t(l)].pieces[i];
+      check(cudaMemcpyAsync(static_cast<char*>(d) + offsets_[size_t(l)][i], p, sz, cudaMemcpyHostToDevice, im.copy),
+            "copying a resident layer");
+    }
+  }
+  if (streams) {
+    if (plan_.source == StreamSource::pinned_host) {
+      size_t total = 0;
+      for (int l = plan_.resident_layers; l < n; ++l) im.pinned_offset.push_back(total), total += size_t(bytes[size_t(l)]);
+      check(cudaHostAlloc(&im.pinned, total, cudaHostAllocDefault), "pinning the streamed layers");
+      for (int l = plan_.resident_layers; l < n; ++l) {
+        char* base = static_cast<char*>(im.pinned) + im.pinned_offset[size_t(l - plan_.resident_layers)];
+        for (size_t i = 0; i < layers_[size_t(l)].pieces.size(); ++i) {
+          const auto& [p, sz] = layers_[size_t(l)].pieces[i];
+          std::memcpy(base + offsets_[size_t(l)][i], p, sz);
+        }
+      }
+    }
+    im.slots.resize(size_t(plan_.slots));
+    for (auto& s : im.slots) {
+      check(cudaMalloc(&s.device, size_t(plan_.slot_bytes)), "allocating a ring slot");
+      if (plan_.source == StreamSource::mapped_file)
+        check(cudaHostAlloc(&s.staging, size_t(plan_.slot_bytes), cudaHostAllocDefault), "pinning a staging buffer");
+      check(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming), "creating an event");
+      check(cudaEventCreateWithFlags(&s.free, cudaEventDisableTiming), "creating an event");
+      check(cudaEventCreateWithFlags(&s.uploaded, cudaEventDisableTiming), "creating an event");
+    }
+  }
+  check(cudaStreamSynchronize(im.copy), "loading the resident layers");
+}
+
+WeightStreamer::~WeightStreamer() {
+  auto& im = *impl_;
+  if (im.copy) cudaStreamSynchronize(im.copy);
+  for (auto& s : im.slots) {
+    if (s.device) cudaFree(s.device);
+    if (s.staging) cudaFreeHost(s.staging);
+    if (s.ready) cudaEventDestroy(s.ready);
+    if (s.free) cudaEventDestroy(s.free);
+    if (s.uploaded) cudaEventDestroy(s.uploaded);
+  }
+  for (void* d : im.resident) cudaFree(d);
+  if (im.pinned) cudaFreeHost(im.pinned);
+  if (im.copy) cudaStreamDestroy(im.copy);
+}
+
+size_t WeightStreamer::piece_offset(int layer, int piece) const {
+  KBIT_REQUIRE(layer >= 0 && layer < layers(), "WeightStreamer: layer ", layer, " is out of range 0..", layers() - 1);
+  KBIT_REQUIRE(piece >= 0 && size_t(piece) < offsets_[size_t(layer)].size(), "WeightStreamer: layer ", layer,
+               " has no piece ", piece);
+  return offsets_[size_t(layer)][size_t(piece)];
+}
+
+void WeightStreamer::prefetch(int layer) {
+  KBIT_REQUIRE(layer >= 0 && layer < layers(), "WeightStreamer: layer ", layer, " is out of range 0..", layers() - 1);
+  if (resident(layer)) return;
+  auto& im = *impl_;
+  const int streamed = layer - plan_.resident_layers;
+  Slot& s = im.slots[size_t(streamed % plan_.slots)];
+  if (s.occupant == layer) return;  // already issued
+  KBIT_REQUIRE(!s.held, "WeightStreamer: layer ", layer, " needs slot ", streamed % plan_.slots, " but layer ",
+               s.occupant, " still holds it (release it first, or plan more slots)");
+  // the copy may not overwrite the slot before the last reader of its previous layer is done
+  check(cudaStreamWaitEvent(im.copy, s.free, 0), "waiting for a slot");
+  const auto& pieces = layers_[size_t(layer)].pieces;
+  if (plan_.source == StreamSource::pinned_host) {
+    const char* src = static_cast<const char*>(im.pinned) + im.pinned_offset[size_t(streamed)];
+    const size_t total = offsets_[size_t(layer)].back() + round_up(pieces.back().second);
+    check(cudaMemcpyAsync(s.device, src, total, cudaMemcpyHostToDevice, im.copy), "copying a layer");
+  } else {
+    // staging buffer: its previous upload must be finished before the host overwrites it
+    if (s.staging_busy) check(cudaEventSynchronize(s.uploaded), "waiting for a staging buffer");
+    for (size_t i = 0; i < pieces.size(); ++i)
+      std::memcpy(static_cast<char*>(s.staging) + offsets_[size_t(layer)][i], pieces[i].first, pieces[i].second);
+    const size_t total = offsets_[size_t(layer)].back() + round_up(pieces.back().second);
+    check(cudaMemcpyAsync(s.device, s.staging, total, cudaMemcpyHostToDevice, im.copy), "copying a layer");
+    check(cudaEventRecord(s.uploaded, im.copy), "recording an upload");
+    s.staging_busy = true;
+  }
+  check(cudaEventRecord(s.ready, im.copy), "recording a copy");
+  s.occupant = layer;
+}
+
+const void* WeightStreamer::acquire(int layer, cudaStream_t compute) {
+  KBIT_REQUIRE(layer >= 0 && layer < layers(), "WeightStreamer: layer ", layer, " is out of range 0..", layers() - 1);
+  auto& im = *impl_;
+  if (resident(layer)) return im.resident[size_t(layer)];
+  prefetch(layer);
+  Slot& s = im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)];
+  check(cudaStreamWaitEvent(compute, s.ready, 0), "waiting for a copy");
+  s.held = true;
+  return s.device;
+}
+
+void WeightStreamer::release(int layer, cudaStream_t compute) {
+  KBIT_REQUIRE(layer >= 0 && layer < layers(), "WeightStreamer: layer ", layer, " is out of range 0..", layers() - 1);
+  if (resident(layer)) return;
+  auto& im = *impl_;
+  Slot& s = im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)];
+  KBIT_REQUIRE(s.occupant == layer && s.held, "WeightStreamer: release of layer ", layer, ", which is not acquired");
+  check(cudaEventRecord(s.free, compute), "recording a release");
+  s.held = false;
+}
+
+}  // namespace kbit
