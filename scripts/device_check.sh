@@ -52,6 +52,12 @@ mv "$OUT/bench_glm47_q.svg.glm47" "$OUT/bench_glm47_q.svg" 2>/dev/null; rm -f "$
 grep -A14 "^M = 1, \|^M = 16, " "$OUT/bench.txt" | head -120
 fi
 
+if [ "${KBIT_HADAMARD_BENCH:-0}" = 1 ]; then
+  log "benchmark: kbit bench hadamard"
+  timeout 180 build-dev/kbit bench hadamard --json "$OUT/hadamard.jsonl" > "$OUT/hadamard.txt" 2>&1
+  log "bench hadamard rc=$?"; cat "$OUT/hadamard.txt" | tee -a "$OUT/summary.txt"
+fi
+
 if [ "${KBIT_TUNE:-0}" = 1 ]; then
   log "kbit tune ${KBIT_TUNE_ARGS:-}"
   cp data/linear_configs.json "$OUT/linear_configs.json"

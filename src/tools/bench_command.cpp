@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bench/format_bench.h"
+#include "bench/hadamard_bench.h"
 #include "bench/linear_bench.h"
 #include "commands.h"
 #include "kbit/cuda.h"
@@ -149,6 +150,15 @@ void add_bench_command(CLI::App& app) {
   fmt->callback([f] {
     KBIT_REQUIRE(f->rows > 0 && f->cols > 0 && f->repeats > 0, "bench format: sizes must be positive");
     bench::run_format_bench(f->rows, f->cols, f->json, f->repeats);
+  });
+  auto had = std::make_shared<FormatArgs>();
+  CLI::App* hcmd = bench->add_subcommand("hadamard", "GPU Hadamard rotation: small-M latency, large-tensor bandwidth "
+                                                     "vs the copy kernel, cost inside kbit::linear at M = 1");
+  hcmd->add_option("--json", had->json, "write one JSON object per row to this file");
+  hcmd->add_option("--repeats", had->repeats, "timed samples per row")->capture_default_str();
+  hcmd->callback([had] {
+    KBIT_REQUIRE(had->repeats > 0, "--repeats must be positive");
+    bench::run_hadamard_bench(had->json, had->repeats);
   });
   auto repeats = std::make_shared<int>(15);
   CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");

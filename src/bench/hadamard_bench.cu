@@ -1,0 +1,129 @@
+#include "bench/hadamard_bench.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/timing.h"
+#include "cuda/common.cuh"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/hadamard.h"
+#include "kbit/linear.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+Buffer device_filled(size_t bytes, int value) {
+  Buffer b = Buffer::allocate(Memory::device, bytes);
+  check_cuda(cudaMemset(b.data(), value, bytes), "hadamard bench: fill");
+  return b;
+}
+
+}  // namespace
+
+void run_hadamard_bench(const std::string& json_path, int repeats) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit bench hadamard needs a CUDA GPU: ", cuda::device_description());
+  const DeviceInfo dev = device_info();
+  std::vector<nlohmann::json> rows;
+  auto emit = [&](nlohmann::json j, const Timing& t) {
+    j["median_us"] = t.median_us, j["p10_us"] = t.p10_us, j["p90_us"] = t.p90_us, j["cv_pct"] = t.cv_pct;
+    j["device"] = dev.name, j["commit"] = KBIT_GIT_COMMIT;
+    rows.push_back(j);
+  };
+  const double launch_floor = measure_launch_floor_us();
+  std::printf("device: %s, launch floor %.2f us\n\n", dev.name.c_str(), launch_floor);
+
+  // Small: M rows of 7168, bf16, in place, row mode and block:128.
+  std::printf("%-12s %5s %6s %10s\n", "rotation", "M", "K", "median us");
+  for (const char* spec : {"row", "block:128"})
+    for (int64_t m : {1, 4, 16}) {
+      const int64_t k = 7168;
+      const Rotation r = Rotation::parse(spec, k, 1);
+      const int sets = 64;
+      std::vector<Buffer> x;
+      for (int i = 0; i < sets; ++i) x.push_back(device_filled(size_t(m * k) * 2, 0x3c));
+      TimingOptions t;
+      t.calls_per_graph = sets, t.replays = 20, t.repeats = repeats;
+      const Timing tm = time_graph(
+          [&](cudaStream_t s, int call) {
+            const MutableTensorView v{x[size_t(call % sets)].data(), DType::bf16, m, k};
+            cuda::hadamard_rotate(v, v, r, false, s);
+          },
+          t);
+      std::printf("%-12s %5lld %6lld %10.2f\n", spec, (long long)m, (long long)k, tm.median_us);
+      emit({{"case", "small"}, {"rotation", spec}, {"m", m}, {"k", k}}, tm);
+    }
+
+  // Large: 16384 x 16384 bf16 out of place vs the copy kernel.
+  {
+    const int64_t n = 16384, k = 16384;
+    const size_t bytes = size_t(n * k) * 2;
+    Buffer in = device_filled(bytes, 0x3c), out = device_filled(bytes, 0);
+    TimingOptions t;
+    t.calls_per_graph = 2, t.replays = 5, t.repeats = repeats;
+    const Timing copy = time_graph([&](cudaStream_t s, int) { launch_copy_kernel(out.data(), in.data(), bytes, s); }, t);
+    std::printf("\ncopy kernel %lld x %lld bf16: %.2f us (%.2f TB/s read + write)\n", (long long)n, (long long)k,
+                copy.median_us, 2.0 * double(bytes) / copy.median_us / 1e6);
+    emit({{"case", "copy"}, {"m", n}, {"k", k}}, copy);
+    for (const char* spec : {"block:64", "block:256", "row"}) {
+      const Rotation r = Rotation::parse(spec, k, 1);
+      const Timing tm = time_graph(
+          [&](cudaStream_t s, int) {
+            cuda::hadamard_rotate(TensorView{in.data(), DType::bf16, n, k},
+                                  MutableTensorView{out.data(), DType::bf16, n, k}, r, false, s);
+          },
+          t);
+      std::printf("rotate %-10s %.2f us = %.0f%% of the copy kernel's bandwidth\n", spec, tm.median_us,
+                  100.0 * copy.median_us / tm.median_us);
+      emit({{"case", "large"}, {"rotation", spec}, {"m", n}, {"k", k}, {"fraction_of_copy", copy.median_us / tm.median_us}},
+           tm);
+    }
+  }
+
+  // kbit::linear at M = 1 with and without a rotation carried by W (x rotated by its own kernel).
+  {
+    const int64_t n = 12288, k = 5120;
+    std::vector<uint16_t> w(size_t(n * k));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16_bits(float(int(i % 97) - 48) * 0.001f);
+    Buffer wd = Buffer::allocate(Memory::device, w.size() * 2);
+    check_cuda(cudaMemcpy(wd.data(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "hadamard bench: upload");
+    const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, n, k}, Codebook::bnf(4), nullptr);
+    const int sets = std::min(buffers_to_defeat_l2(size_t(flat.storage_bytes())), 32);
+    std::vector<QuantizedMatrix> plain, rotated;
+    for (int i = 0; i < sets; ++i) {
+      plain.push_back(cuda::repack(flat, Layout::mma16, nullptr));
+      rotated.push_back(cuda::repack(flat, Layout::mma16, nullptr));
+      rotated.back().set_rotation(Rotation::parse("block:128", k, 1));
+    }
+    Buffer x = device_filled(size_t(k) * 2, 0x3c), y = device_filled(size_t(n) * 2, 0);
+    LinearWorkspace ws({1, n, k, false});
+    TimingOptions t;
+    t.calls_per_graph = std::max(sets, 8), t.replays = 20, t.repeats = repeats;
+    Timing times[2];
+    for (int rot = 0; rot < 2; ++rot) {
+      auto& q = rot ? rotated : plain;
+      times[rot] = time_graph(
+          [&](cudaStream_t s, int call) {
+            linear(TensorView{x.data(), DType::bf16, 1, k}, q[size_t(call % sets)],
+                   MutableTensorView{y.data(), DType::bf16, 1, n}, ws, s);
+          },
+          t);
+    }
+    std::printf("\nkbit::linear M = 1, %lld x %lld, k = 4: %.2f us plain, %.2f us with block:128 rotation (+%.1f%%)\n",
+                (long long)n, (long long)k, times[0].median_us, times[1].median_us,
+                100.0 * (times[1].median_us / times[0].median_us - 1));
+    emit({{"case", "linear_plain"}, {"m", 1}, {"n", n}, {"k", k}}, times[0]);
+    emit({{"case", "linear_rotated"}, {"m", 1}, {"n", n}, {"k", k}, {"rotation", "block:128"}}, times[1]);
+  }
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    KBIT_REQUIRE(f.good(), "cannot write ", json_path);
+    for (const auto& r : rows) f << r.dump() << "\n";
+  }
+}
+
+}  // namespace kbit::bench
