@@ -28,6 +28,10 @@ class QuantizedMatrix {
   QuantizedMatrix() = default;
   // Zero-filled storage for an N x K matrix at codebook.bits() bits.
   static QuantizedMatrix allocate(int64_t rows, int64_t cols, const Codebook& codebook, Layout layout, Memory where);
+  // A device matrix over memory owned elsewhere (e.g. a WeightStreamer slot): words,
+  // scales and a DeviceMeta laid out as this class would allocate them; never freed here.
+  static QuantizedMatrix borrow_device(int64_t rows, int64_t cols, const Codebook& codebook, Layout layout,
+                                       void* words, void* scales, DeviceMeta* meta);
 
   const Geometry& geometry() const { return geometry_; }
   int64_t rows() const { return geometry_.rows; }

@@ -37,6 +37,8 @@ class Buffer {
  public:
   Buffer() = default;
   static Buffer allocate(Memory where, size_t bytes);
+  // A view of memory owned elsewhere (it must outlive the buffer); never freed here.
+  static Buffer borrow(Memory where, void* data, size_t bytes);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -52,6 +54,7 @@ class Buffer {
   void* data_ = nullptr;
   size_t size_ = 0;
   Memory memory_ = Memory::host;
+  bool owned_ = true;
 };
 
 }  // namespace kbit

@@ -29,8 +29,18 @@ Buffer Buffer::allocate(Memory where, size_t bytes) {
   return b;
 }
 
+Buffer Buffer::borrow(Memory where, void* data, size_t bytes) {
+  Buffer b;
+  b.memory_ = where, b.data_ = data, b.size_ = bytes, b.owned_ = false;
+  return b;
+}
+
 void Buffer::release() noexcept {
   if (!data_) return;
+  if (!owned_) {
+    data_ = nullptr, size_ = 0;
+    return;
+  }
   if (memory_ == Memory::host)
     ::operator delete(data_);
   else
@@ -40,14 +50,14 @@ void Buffer::release() noexcept {
 }
 
 Buffer::~Buffer() { release(); }
-Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), memory_(o.memory_) {
+Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), memory_(o.memory_), owned_(o.owned_) {
   o.data_ = nullptr;
   o.size_ = 0;
 }
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     release();
-    data_ = o.data_, size_ = o.size_, memory_ = o.memory_;
+    data_ = o.data_, size_ = o.size_, memory_ = o.memory_, owned_ = o.owned_;
     o.data_ = nullptr, o.size_ = 0;
   }
   return *this;

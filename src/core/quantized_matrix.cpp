@@ -28,6 +28,20 @@ QuantizedMatrix QuantizedMatrix::allocate(int64_t rows, int64_t cols, const Code
   return q;
 }
 
+QuantizedMatrix QuantizedMatrix::borrow_device(int64_t rows, int64_t cols, const Codebook& codebook, Layout layout,
+                                               void* words, void* scales, DeviceMeta* meta) {
+  KBIT_REQUIRE(rows > 0 && cols > 0, "quantized matrix shape must be positive, got [", rows, ", ", cols, "]");
+  KBIT_REQUIRE(words && scales && meta, "borrow_device: null words, scales or metadata");
+  QuantizedMatrix q;
+  q.geometry_ = Geometry{rows, cols, codebook.bits()};
+  q.layout_ = layout;
+  q.codebook_ = codebook;
+  q.words_ = Buffer::borrow(Memory::device, words, size_t(q.word_count()) * sizeof(uint32_t));
+  q.scales_ = Buffer::borrow(Memory::device, scales, size_t(q.scale_count()));
+  q.meta_ = Buffer::borrow(Memory::device, meta, sizeof(DeviceMeta));
+  return q;
+}
+
 float QuantizedMatrix::tensor_scale() const {
   if (memory() == Memory::host || !meta_.data()) return tensor_scale_;
   DeviceMeta meta{};

@@ -13,6 +13,7 @@
 
 #include "bench/format_bench.h"
 #include "bench/hadamard_bench.h"
+#include "bench/stream_bench.h"
 #include "bench/linear_bench.h"
 #include "commands.h"
 #include "kbit/cuda.h"
@@ -118,6 +119,18 @@ int calibrate(int repeats) {
 }
 
 }  // namespace
+
+void add_stream_bench_command(CLI::App& app) {
+  auto o = std::make_shared<bench::StreamBenchOptions>();
+  CLI::App* c = app.add_subcommand("stream-bench", "Forward passes with weights streamed from pinned host memory vs "
+                                                   "resident (WeightStreamer + kbit::linear, k = 4)");
+  c->add_option("--model", o->model, "glm47 or qwen3_coder_next (dense projections)")->capture_default_str();
+  c->add_option("--layers", o->layers, "layers in the synthetic model")->capture_default_str();
+  c->add_option("--tokens", o->tokens, "tokens per step")->delimiter(',')->capture_default_str();
+  c->add_option("--passes", o->passes, "timed passes (the first is warm-up)")->capture_default_str();
+  c->add_option("--slots", o->slots, "ring slots")->capture_default_str();
+  c->callback([o] { bench::run_stream_bench(*o); });
+}
 
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<bench::LinearBenchOptions>();

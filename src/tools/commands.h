@@ -9,6 +9,7 @@ void add_quantize_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_stream_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 

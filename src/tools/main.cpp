@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   kbit::tools::add_quantize_command(app);
   kbit::tools::add_inspect_command(app);
   kbit::tools::add_bench_command(app);
+  kbit::tools::add_stream_bench_command(app);
   kbit::tools::add_report_command(app);
   kbit::tools::add_tune_command(app);
   app.require_subcommand(0, 1);

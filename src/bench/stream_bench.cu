@@ -1,0 +1,151 @@
+#include "bench/stream_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "bench/timing.h"
+#include "cuda/common.cuh"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/linear.h"
+#include "kbit/shapes.h"
+#include "kbit/weight_streamer.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+struct HostProjection {
+  std::string name;
+  QuantizedMatrix q;  // host, mma16
+  DeviceMeta meta{};
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Host-to-device speed of a pinned 512 MiB buffer, GB/s (median of 5).
+double measure_link_gbps(cudaStream_t s) {
+  const size_t bytes = size_t(512) << 20;
+  void* host = nullptr;
+  check_cuda(cudaHostAlloc(&host, bytes, cudaHostAllocDefault), "stream-bench: pinned buffer");
+  Buffer dev = Buffer::allocate(Memory::device, bytes);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a), cudaEventCreate(&b);
+  std::vector<double> gbps;
+  for (int i = 0; i < 6; ++i) {
+    cudaEventRecord(a, s);
+    cudaMemcpyAsync(dev.data(), host, bytes, cudaMemcpyHostToDevice, s);
+    cudaEventRecord(b, s);
+    check_cuda(cudaEventSynchronize(b), "stream-bench: link measurement");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (i) gbps.push_back(double(bytes) / (double(ms) * 1e6));
+  }
+  cudaEventDestroy(a), cudaEventDestroy(b);
+  cudaFreeHost(host);
+  return median(gbps);
+}
+
+}  // namespace
+
+void run_stream_bench(const StreamBenchOptions& o) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit stream-bench needs a CUDA GPU: ", cuda::device_description());
+  KBIT_REQUIRE(o.layers >= 2 && o.passes >= 2 && o.slots >= 2, "stream-bench: --layers, --passes and --slots must be >= 2");
+  const ModelShapes& shapes = model_shapes(o.model);
+  std::vector<HostProjection> projections;
+  int64_t max_n = 0, max_k = 0;
+  for (const auto& p : shapes.projections) {
+    if (p.experts > 1) continue;  // grouped expert layers need expert_linear (issue 5)
+    std::vector<uint16_t> w(size_t(p.N * p.K));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16_bits(float(int((i * 2654435761u) % 199) - 99) * 0.0005f);
+    Buffer wd = Buffer::allocate(Memory::device, w.size() * 2);
+    check_cuda(cudaMemcpy(wd.data(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "stream-bench: upload");
+    const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, p.N, p.K}, Codebook::bnf(4), nullptr);
+    HostProjection hp{p.name, cuda::to_host(cuda::repack(flat, Layout::mma16, nullptr)), {}};
+    hp.meta.tensor_scale = hp.q.tensor_scale();
+    for (int i = 0; i < hp.q.codebook().levels(); ++i) hp.meta.codebook[i] = hp.q.codebook()[i];
+    projections.push_back(std::move(hp));
+    max_n = std::max(max_n, p.N), max_k = std::max(max_k, p.K);
+  }
+  KBIT_REQUIRE(!projections.empty(), "stream-bench: model ", o.model, " has no dense projections");
+  // every layer: words, scales and metadata of each projection (same bytes in every layer)
+  std::vector<WeightStreamer::HostLayer> layers(size_t(o.layers));
+  for (auto& l : layers)
+    for (const auto& p : projections) {
+      l.pieces.push_back({p.q.words(), size_t(p.q.word_count()) * 4});
+      l.pieces.push_back({p.q.scales(), size_t(p.q.scale_count())});
+      l.pieces.push_back({&p.meta, sizeof(DeviceMeta)});
+    }
+  const auto layer_bytes = WeightStreamer::layer_device_bytes(layers);
+  const int64_t max_layer = *std::max_element(layer_bytes.begin(), layer_bytes.end());
+  cudaStream_t s;
+  check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream-bench: stream");
+  const double link = measure_link_gbps(s);
+  const DeviceInfo dev = device_info();
+  std::printf("device: %s; model %s, %d layers of %.1f MB at k = 4 (%zu dense projections each); pinned "
+              "host-to-device link %.1f GB/s\n\n",
+              dev.name.c_str(), o.model.c_str(), o.layers, double(max_layer) / 1e6, projections.size(), link);
+
+  const int fractions[] = {100, 0, 50};  // 100 first: the resident reference
+  std::printf("%7s %14s %14s %14s %10s %10s %12s\n", "tokens", "resident us", "stream 0% us", "stream 50% us",
+              "overhead", "H2D GB/s", "vs link");
+  int64_t free_from = -1;
+  for (int64_t t : o.tokens) {
+    Buffer x = Buffer::allocate(Memory::device, size_t(t * max_k) * 2), y = Buffer::allocate(Memory::device, size_t(t * max_n) * 2);
+    check_cuda(cudaMemset(x.data(), 0x3c, x.size()), "stream-bench: x");
+    LinearWorkspace lw({t, max_n, max_k, true});
+    double pass_us[3] = {0, 0, 0};
+    for (int fi = 0; fi < 3; ++fi) {
+      ResidencyPlan plan;
+      plan.resident_layers = o.layers * fractions[fi] / 100;
+      plan.slots = plan.resident_layers < o.layers ? o.slots : 0;
+      plan.slot_bytes = max_layer;
+      plan.source = StreamSource::pinned_host;
+      WeightStreamer ws(layers, plan);
+      cudaEvent_t a, b;
+      cudaEventCreate(&a), cudaEventCreate(&b);
+      std::vector<double> times;
+      for (int pass = 0; pass < o.passes; ++pass) {
+        check_cuda(cudaEventRecord(a, s), "stream-bench: event");
+        for (int l = 0; l < o.layers; ++l) {
+          char* base = static_cast<char*>(const_cast<void*>(ws.acquire(l, s)));
+          ws.prefetch((l + 1) % o.layers);
+          for (size_t p = 0; p < projections.size(); ++p) {
+            const auto& hp = projections[p];
+            const QuantizedMatrix view = QuantizedMatrix::borrow_device(
+                hp.q.rows(), hp.q.cols(), hp.q.codebook(), Layout::mma16, base + ws.piece_offset(l, int(3 * p)),
+                base + ws.piece_offset(l, int(3 * p + 1)),
+                reinterpret_cast<DeviceMeta*>(base + ws.piece_offset(l, int(3 * p + 2))));
+            linear(TensorView{x.data(), DType::bf16, t, hp.q.cols()}, view,
+                   MutableTensorView{y.data(), DType::bf16, t, hp.q.rows()}, lw, s);
+          }
+          ws.release(l, s);
+        }
+        check_cuda(cudaEventRecord(b, s), "stream-bench: event");
+        check_cuda(cudaEventSynchronize(b), "stream-bench: pass");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        if (pass) times.push_back(double(ms) * 1e3);
+      }
+      cudaEventDestroy(a), cudaEventDestroy(b);
+      pass_us[fi] = median(times);
+    }
+    const double streamed_bytes = double(max_layer) * o.layers;
+    const double overhead = pass_us[1] / pass_us[0] - 1;
+    const double h2d = streamed_bytes / (pass_us[1] * 1e3);
+    std::printf("%7lld %14.1f %14.1f %14.1f %9.1f%% %10.1f %11.0f%%\n", (long long)t, pass_us[0], pass_us[1], pass_us[2],
+                100 * overhead, h2d, 100 * h2d / link);
+    if (free_from < 0 && overhead < 0.05) free_from = t;
+  }
+  if (free_from >= 0)
+    std::printf("\nstreaming every layer costs < 5%% from %lld tokens per step\n", (long long)free_from);
+  else
+    std::printf("\nstreaming every layer costs >= 5%% at every token count measured\n");
+  cudaStreamDestroy(s);
+}
+
+}  // namespace kbit::bench
