@@ -58,6 +58,12 @@ if [ "${KBIT_HADAMARD_BENCH:-0}" = 1 ]; then
   log "bench hadamard rc=$?"; cat "$OUT/hadamard.txt" | tee -a "$OUT/summary.txt"
 fi
 
+if [ "${KBIT_STREAM_BENCH:-0}" = 1 ]; then
+  log "kbit stream-bench ${KBIT_STREAM_ARGS:-}"
+  timeout 240 build-dev/kbit stream-bench ${KBIT_STREAM_ARGS:-} > "$OUT/stream_bench.txt" 2>&1
+  log "stream-bench rc=$?"; cat "$OUT/stream_bench.txt" | tee -a "$OUT/summary.txt"
+fi
+
 if [ "${KBIT_TUNE:-0}" = 1 ]; then
   log "kbit tune ${KBIT_TUNE_ARGS:-}"
   cp data/linear_configs.json "$OUT/linear_configs.json"
@@ -75,12 +81,15 @@ fi
 
 if [ "${KBIT_SKIP_SANITIZER:-0}" != 1 ]; then
   log "compute-sanitizer memcheck / racecheck (GPU tests without the 778M-weight one)"
-  F="--gtest_filter=${KBIT_MEMCHECK_FILTER:--GpuFormat.LargeEmbedding*:GpuLinear.ModelShapes:GpuLinear.Awkward*}"
+  F="--gtest_filter=${KBIT_MEMCHECK_FILTER:--GpuFormat.LargeEmbedding*:GpuLinear.ModelShapes:GpuLinear.Awkward*:GpuSkinny.MatchesFp64*}"
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests "$F" > "$LOGS/memcheck.log" 2>&1
   log "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$LOGS/memcheck.log" | tail -1)"
   timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
-    --gtest_filter="${KBIT_RACECHECK_FILTER:-GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*:GpuLinear.Bias*:GpuLinear.BitIdentical*}" > "$LOGS/racecheck.log" 2>&1
+    --gtest_filter="${KBIT_RACECHECK_FILTER:-GpuQuantize.Tiled*:GpuRepack.*:GpuFormat.QuantizationError*:GpuLinear.Bias*:GpuLinear.BitIdentical*:GpuSkinny.EveryKernel*}" > "$LOGS/racecheck.log" 2>&1
   log "racecheck rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/racecheck.log" | tail -1)"
+  timeout 120 compute-sanitizer --tool synccheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests \
+    --gtest_filter="${KBIT_SYNCCHECK_FILTER:-GpuWeightStreamer.*:GpuSkinny.Programmatic*}" > "$LOGS/synccheck.log" 2>&1
+  log "synccheck rc=$? $(grep -E 'ERROR SUMMARY' "$LOGS/synccheck.log" | tail -1)"
 fi
 
 cuobjdump -sass build-dev/CMakeFiles/kbit.dir/src/cuda/quantize.cu.o > "$LOGS/quantize.sass" 2>&1 || true
