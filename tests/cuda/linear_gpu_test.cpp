@@ -223,6 +223,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
     Buffer xd = upload(x), y1 = Buffer::allocate(Memory::device, size_t(m * n) * 2),
            y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
     LinearOptions o;
+    o.path = LinearPath::fused_mma;
     o.splits = 5;  // several splits: the reduction order must not depend on arrival order
     o.items = m == 16 ? LinearItems::warp : LinearItems::cta;
     const TensorView xv{xd.data(), DType::bf16, m, k};
