@@ -43,7 +43,7 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
     const LinearPlan p = plan_linear(m, n, k, bits, o);
     if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits, int(p.items)}).second) out.push_back(o);
   };
-  const int base = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  const int base = default_n_tiles(m);
   for (int nt : {base, std::min(8, base * 2)})
     for (int warps : {4, 8})
       for (int splits : {1, 2, 4, 6, 8, 12})

@@ -42,7 +42,7 @@ Buffer upload(const std::vector<uint16_t>& v) {
 
 std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   std::vector<detail::LinearConfig> out;
-  const int base = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  const int base = default_n_tiles(m);
   for (int nt : {base, std::min(8, base * 2)})
     for (int w : {4, 8})
       for (int s : {1, 2, 3, 4, 6, 8})
@@ -187,7 +187,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);
     } else if (o.mode == "baseline") {
       detail::LinearConfig c;
-      c.bits = 16, c.n_tiles = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8, c.warps = 8, c.splits = 1;
+      c.bits = 16, c.n_tiles = default_n_tiles(m), c.warps = 8, c.splits = 1;
       configs.push_back(c);
     } else if (!o.config.empty()) {
       configs.push_back(parse_skinny_config(o.config));

@@ -69,9 +69,17 @@ int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t) {
 int linear_sm_count() { return current_sm_count(); }
 }  // namespace detail
 
-namespace {
+int default_n_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
-int n_tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+int detail::normalize_splits(int requested, int64_t k, int64_t m, int n_tiles) {
+  const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
+  auto no_empty = [&](int64_t s) { return ceil_div(supertiles, ceil_div(supertiles, s)); };
+  int64_t s = no_empty(std::clamp<int64_t>(requested, 1, supertiles));
+  while (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) --s;
+  return int(no_empty(s));
+}
+
+namespace {
 
 // Splits along K for the persistent kernel, never leaving a split empty and never
 // needing more partial rows than the workspace holds. CTA items: minimise (items per
@@ -135,7 +143,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
            : m > detail::kDefaultFusedMaxM ? LinearPath::dequant_cublas
                                            : LinearPath::fused_mma;
   if (p.path == LinearPath::dequant_cublas) return p;
-  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : n_tiles_for(m);
+  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
   p.items = o.items != LinearItems::automatic ? o.items : c ? c->items : LinearItems::cta;
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
@@ -145,12 +153,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
              : c      ? c->splits
                       : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps,
                                                        p.items == LinearItems::cta, DType::bf16);
-  // Never an empty split, never more partial rows than the workspace holds.
-  const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * p.n_tiles);
-  p.splits = int(std::clamp<int64_t>(p.splits, 1, supertiles));
-  p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
-  while (p.splits > 1 && p.splits * tiles * 8 * p.n_tiles > kMaxPartialRows) --p.splits;
-  p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
+  p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
     p.source = "forced";
   return p;

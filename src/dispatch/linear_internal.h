@@ -24,6 +24,9 @@ inline constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, boun
 // bits: 2..5, or 16 for dense 16-bit weights.
 int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t);
 int linear_sm_count();
+// `requested` splits made valid: 1..supertiles, none empty, and no more partial rows
+// (splits x padded tokens) than the workspace holds.
+int normalize_splits(int requested, int64_t k, int64_t m, int n_tiles);
 int linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta, DType t);
 
 }  // namespace detail

@@ -81,13 +81,12 @@ LinearPlan plan_skinny(int64_t m, int64_t n, int64_t k, bool with_workspace, con
   const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
   if (c && c->splits > 1 && !with_workspace) c = nullptr;
   p.source = forced ? "forced" : c ? "table" : "heuristic";
-  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
   p.warps = o.warps ? o.warps : c ? c->warps : 8;
   p.items = o.items != LinearItems::automatic ? o.items : c ? c->items : LinearItems::cta;
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "skinny_gemm: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "skinny_gemm: warps must be 4 or 8, got ", p.warps);
-  const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * p.n_tiles);
   if (!with_workspace) {
     KBIT_REQUIRE(o.splits <= 1, "skinny_gemm: splits = ", o.splits, " needs a LinearWorkspace");
     KBIT_REQUIRE(p.items == LinearItems::cta, "skinny_gemm: warp items without splits leave K to one warp; pass a "
@@ -99,10 +98,7 @@ LinearPlan plan_skinny(int64_t m, int64_t n, int64_t k, bool with_workspace, con
              : c      ? c->splits
                       : detail::linear_heuristic_splits(m, n, k, kDense, p.n_tiles, p.warps,
                                                         p.items == LinearItems::cta, DType::bf16);
-  p.splits = int(std::clamp<int64_t>(p.splits, 1, supertiles));
-  p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
-  while (p.splits > 1 && p.splits * tiles * 8 * p.n_tiles > detail::kMaxPartialRows) --p.splits;
-  p.splits = int(ceil_div(supertiles, ceil_div(supertiles, p.splits)));
+  p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   return p;
 }
 

@@ -104,7 +104,7 @@ std::vector<PathCase> path_cases(int64_t m) {
   LinearOptions d;
   d.path = LinearPath::dequant_cublas;
   v.push_back({d, "dequant_cublas"});
-  const int base_tiles = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+  const int base_tiles = default_n_tiles(m);
   for (int nt : {base_tiles, 8})
     for (int warps : {4, 8})
       for (int splits : {1, 3})
