@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/inputs.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -87,10 +88,7 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
   // kbit::linear at M = 1 with and without a rotation carried by W (x rotated by its own kernel).
   {
     const int64_t n = 12288, k = 5120;
-    std::vector<uint16_t> w(size_t(n * k));
-    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16_bits(float(int(i % 97) - 48) * 0.001f);
-    Buffer wd = Buffer::allocate(Memory::device, w.size() * 2);
-    check_cuda(cudaMemcpy(wd.data(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "hadamard bench: upload");
+    Buffer wd = upload(random_bf16(size_t(n * k), 41, 0.05f));
     const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, n, k}, Codebook::bnf(4), nullptr);
     const int sets = std::min(buffers_to_defeat_l2(size_t(flat.storage_bytes())), 32);
     std::vector<QuantizedMatrix> plain, rotated;

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 
+#include "bench/inputs.h"
 #include "dispatch/cublas_gemm.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
@@ -27,33 +28,6 @@ namespace {
 
 using cuda::detail::check_cuda;
 using kbit::detail::LtGemm;
-
-// Uniform in [-scale, scale), from a hash of (index, seed): reproducible, never all zero.
-float hash_uniform(uint64_t i, uint32_t seed, float scale) {
-  uint64_t h = i * 0x9e3779b97f4a7c15ull ^ (uint64_t(seed) << 32 | seed);
-  h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29, h *= 0x94d049bb133111ebull, h ^= h >> 32;
-  return (float(h & 0xffffff) / 8388608.0f - 1.0f) * scale;
-}
-
-std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
-  std::vector<uint16_t> v(n);
-  cpu::detail::parallel_for(int64_t(n), 1 << 16, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) v[size_t(i)] = float_to_bf16_bits(hash_uniform(uint64_t(i), seed, scale));
-  });
-  return v;
-}
-
-Buffer upload(const void* p, size_t bytes) {
-  Buffer b = Buffer::allocate(Memory::device, bytes);
-  check_cuda(cudaMemcpy(b.data(), p, bytes, cudaMemcpyHostToDevice), "bench: upload");
-  return b;
-}
-
-Buffer copy_of(const Buffer& src) {
-  Buffer b = Buffer::allocate(Memory::device, src.size());
-  check_cuda(cudaMemcpy(b.data(), src.data(), src.size(), cudaMemcpyDeviceToDevice), "bench: copy");
-  return b;
-}
 
 // Everything a backend needs for one case, on the host.
 struct CaseInputs {

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "bench/inputs.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -17,23 +18,6 @@ namespace kbit::bench {
 namespace {
 
 using cuda::detail::check_cuda;
-
-// Reproducible bf16 values in [-scale, scale) from a hash (as kbit bench does).
-std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
-  std::vector<uint16_t> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t h = uint64_t(i) * 0x9e3779b97f4a7c15ull ^ (uint64_t(seed) << 32 | seed);
-    h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29, h *= 0x94d049bb133111ebull, h ^= h >> 32;
-    v[i] = float_to_bf16_bits((float(h & 0xffffff) / 8388608.0f - 1.0f) * scale);
-  }
-  return v;
-}
-
-Buffer upload(const std::vector<uint16_t>& v) {
-  Buffer b = Buffer::allocate(Memory::device, v.size() * 2);
-  check_cuda(cudaMemcpy(b.data(), v.data(), v.size() * 2, cudaMemcpyHostToDevice), "tune: upload");
-  return b;
-}
 
 // Candidate plans for one case, deduplicated after plan_linear's normalisation.
 std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits) {

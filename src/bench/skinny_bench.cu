@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/inputs.h"
 #include "bench/timing.h"
 #include "cpu/parallel.h"
 #include "cuda/common.cuh"
@@ -23,22 +24,6 @@ namespace kbit::bench {
 namespace {
 
 using cuda::detail::check_cuda;
-
-std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
-  std::vector<uint16_t> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t h = uint64_t(i) * 0x9e3779b97f4a7c15ull ^ (uint64_t(seed) << 32 | seed);
-    h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29, h *= 0x94d049bb133111ebull, h ^= h >> 32;
-    v[i] = float_to_bf16_bits((float(h & 0xffffff) / 8388608.0f - 1.0f) * scale);
-  }
-  return v;
-}
-
-Buffer upload(const std::vector<uint16_t>& v) {
-  Buffer b = Buffer::allocate(Memory::device, v.size() * 2);
-  check_cuda(cudaMemcpy(b.data(), v.data(), v.size() * 2, cudaMemcpyHostToDevice), "skinny bench: upload");
-  return b;
-}
 
 std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   std::vector<detail::LinearConfig> out;
@@ -109,10 +94,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
   const std::vector<uint16_t> w = random_bf16(size_t(n * k), 11, 0.05f);
   std::vector<Buffer> wd, rd;
   wd.push_back(upload(w));
-  for (int i = 1; i < sets; ++i) {
-    wd.push_back(Buffer::allocate(Memory::device, w.size() * 2));
-    check_cuda(cudaMemcpy(wd.back().data(), wd[0].data(), w.size() * 2, cudaMemcpyDeviceToDevice), "skinny: copy");
-  }
+  for (int i = 1; i < sets; ++i) wd.push_back(copy_of(wd[0]));
   const std::vector<uint16_t> x = random_bf16(size_t(max_m * k), 12, 1.0f);
   const std::vector<uint16_t> r = random_bf16(size_t(max_m * n), 13, 1.0f);
   for (int i = 0; i < sets && o.residual; ++i) rd.push_back(upload(r));

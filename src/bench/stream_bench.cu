@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/inputs.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -60,10 +61,7 @@ void run_stream_bench(const StreamBenchOptions& o) {
   int64_t max_n = 0, max_k = 0;
   for (const auto& p : shapes.projections) {
     if (p.experts > 1) continue;  // grouped expert layers need expert_linear (issue 5)
-    std::vector<uint16_t> w(size_t(p.N * p.K));
-    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16_bits(float(int((i * 2654435761u) % 199) - 99) * 0.0005f);
-    Buffer wd = Buffer::allocate(Memory::device, w.size() * 2);
-    check_cuda(cudaMemcpy(wd.data(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "stream-bench: upload");
+    Buffer wd = upload(random_bf16(size_t(p.N * p.K), 31, 0.05f));
     const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, p.N, p.K}, Codebook::bnf(4), nullptr);
     HostProjection hp{p.name, cuda::to_host(cuda::repack(flat, Layout::mma16, nullptr)), {}};
     hp.meta.tensor_scale = hp.q.tensor_scale();
