@@ -13,41 +13,18 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
-#include "support/test_support.h"
+#include "support/gpu_test_support.h"
 
 namespace kbit {
 namespace {
 
 using test::HostMatrix;
 using test::random_matrix;
+using test::download16;
+using test::relative_error;
+using test::tolerance;
+using test::upload;
 
-Buffer upload(const HostMatrix& m) {
-  Buffer b = Buffer::allocate(Memory::device, m.bytes.size());
-  EXPECT_EQ(cudaMemcpy(b.data(), m.bytes.data(), m.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  return b;
-}
-
-std::vector<uint16_t> download16(const void* p, size_t count) {
-  std::vector<uint16_t> v(count);
-  EXPECT_EQ(cudaMemcpy(v.data(), p, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
-
-float to_float(DType t, uint16_t b) { return t == DType::f16 ? half_bits_to_float(b) : bf16_bits_to_float(b); }
-
-// ||got - ref||_F / ||ref||_F over the first m rows; non-finite output is an error of infinity.
-double relative_error(DType t, const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t m, int64_t n) {
-  double e = 0, r = 0;
-  for (int64_t i = 0; i < m * n; ++i) {
-    const double y = to_float(t, got[size_t(i)]);
-    if (!std::isfinite(y)) return INFINITY;
-    e += (y - ref[size_t(i)]) * (y - ref[size_t(i)]);
-    r += ref[size_t(i)] * ref[size_t(i)];
-  }
-  return r > 0 ? std::sqrt(e / r) : std::sqrt(e);
-}
-
-double tolerance(DType t) { return t == DType::f16 ? 3e-3 : 1e-2; }
 
 struct Quantized {
   QuantizedMatrix host_flat, device_mma16, device_flat;
@@ -144,7 +121,7 @@ void check_shape(int64_t n, int64_t k, const std::vector<int64_t>& ms, const std
               << what;
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
           const auto got = download16(yd.data(), size_t(max_m * n));
-          const double err = relative_error(dt, got, ref, m, n);
+          const double err = relative_error(dt, got, ref, m * n);
           EXPECT_LE(err, tolerance(dt)) << what;
           // rows past M untouched (still the poison)
           if (m < max_m) EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
@@ -200,7 +177,7 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
         const auto all = download16(yd.data(), size_t(m * (n + 4)));
         std::vector<uint16_t> got;
         for (int64_t i = 0; i < m; ++i) got.insert(got.end(), all.begin() + i * (n + 4), all.begin() + i * (n + 4) + n);
-        EXPECT_LE(relative_error(dt, got, ref, m, n), tolerance(dt)) << "k=" << bits << " " << dtype_name(dt);
+        EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt)) << "k=" << bits << " " << dtype_name(dt);
         EXPECT_EQ(all[size_t(n)], 0xffff) << "wrote into the row padding";
       }
       // in place: residual == y
@@ -209,7 +186,7 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
       o.bias = bd.data();
       o.residual = TensorView{yd.data(), dt, m, n};
       linear(TensorView{xd.data(), dt, m, k, k + 8}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, o);
-      EXPECT_LE(relative_error(dt, download16(yd.data(), size_t(m * n)), ref, m, n), tolerance(dt)) << "in place";
+      EXPECT_LE(relative_error(dt, download16(yd.data(), size_t(m * n)), ref, m * n), tolerance(dt)) << "in place";
     }
 }
 
@@ -271,7 +248,7 @@ TEST(GpuLinear, RotatedWeightsRotateTheActivations) {
     Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
     ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
     linear(TensorView{xd.data(), DType::f16, m, k}, qd, MutableTensorView{yd.data(), DType::f16, m, n}, ws, nullptr);
-    EXPECT_LE(relative_error(DType::f16, download16(yd.data(), size_t(m * n)), ref, m, n), 3e-3)
+    EXPECT_LE(relative_error(DType::f16, download16(yd.data(), size_t(m * n)), ref, m * n), 3e-3)
         << (mode == RotationMode::block ? "block" : "row");
   }
 }

@@ -9,25 +9,18 @@
 
 #include "kbit/error.h"
 #include "kbit/skinny.h"
-#include "support/test_support.h"
+#include "support/gpu_test_support.h"
 
 namespace kbit {
 namespace {
 
 using test::HostMatrix;
 using test::random_matrix;
+using test::download16;
+using test::relative_error;
+using test::tolerance;
+using test::upload;
 
-Buffer upload(const HostMatrix& m) {
-  Buffer b = Buffer::allocate(Memory::device, m.bytes.size());
-  EXPECT_EQ(cudaMemcpy(b.data(), m.bytes.data(), m.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  return b;
-}
-
-std::vector<uint16_t> download16(const void* p, size_t count) {
-  std::vector<uint16_t> v(count);
-  EXPECT_EQ(cudaMemcpy(v.data(), p, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
 
 // fp64 reference of a x w^T (+ r) over the exact 16-bit operands.
 std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const HostMatrix* r, int64_t m) {
@@ -48,16 +41,6 @@ std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const Ho
   return y;
 }
 
-double relative_error(DType t, const std::vector<uint16_t>& got, const std::vector<double>& ref, int64_t count) {
-  double e = 0, s = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const double y = t == DType::f16 ? half_bits_to_float(got[size_t(i)]) : bf16_bits_to_float(got[size_t(i)]);
-    if (!std::isfinite(y)) return INFINITY;
-    e += (y - ref[size_t(i)]) * (y - ref[size_t(i)]);
-    s += ref[size_t(i)] * ref[size_t(i)];
-  }
-  return std::sqrt(e / std::max(s, 1e-300));
-}
 
 TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
   KBIT_SKIP_WITHOUT_GPU();
@@ -91,7 +74,7 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
               const auto got = download16(cd.data(), size_t(16 * n));
               const auto& ref = residual ? ref_res : ref_plain;
-              EXPECT_LE(relative_error(dt, got, ref, m * n), dt == DType::f16 ? 3e-3 : 1e-2) << what;
+              EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt)) << what;
               if (m < 16) EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
             }
       }
