@@ -183,7 +183,7 @@ class KbitLinearBackend : public Backend {
     for (int i = 0; i < sets; ++i) q_.push_back(cuda::repack(*in.q, Layout::mma16, nullptr));
     if (!ws_ || ws_->limits().max_m < in.c.m || ws_->limits().max_n < in.c.n || ws_->limits().max_k < in.c.k) {
       ws_.reset();
-      ws_ = std::make_unique<LinearWorkspace>(LinearWorkspace::Limits{std::max<int64_t>(in.c.m, 64), std::max<int64_t>(in.c.n, 24576), std::max<int64_t>(in.c.k, 12288), true});
+      ws_ = std::make_unique<LinearWorkspace>(LinearWorkspace::Limits{in.c.m, in.c.n, in.c.k, true});
     }
     opts_ = LinearOptions{};
     opts_.path = path_;

@@ -6,4 +6,5 @@
 namespace kbit::cuda::detail {
 // Throws unless p is device (or managed) memory of the current CUDA context.
 void check_device_pointer(const void* p, std::string_view what);
+int sm_count();  // of the current device, cached
 }  // namespace kbit::cuda::detail

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 
 #include "core/checks.h"
 #include "cuda/device_checks.h"
@@ -30,20 +31,14 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-int current_sm_count() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return 132;
-    }
-    return n;
-  }();
-  return sms;
-}
+// SMs of the current device (cached per device in cuda::detail); without a GPU the
+// H200's 132, so that plans can be made and tested on machines without one.
+int current_sm_count() { return cuda::device_available() ? cuda::detail::sm_count() : 132; }
 
 int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
+  static std::mutex mutex;
   static std::map<std::tuple<int, int, int, int, bool>, int> cache;
+  std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), s.cta_items);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int v = 4;
