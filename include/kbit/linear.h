@@ -15,10 +15,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "kbit/quantized_matrix.h"
 #include "kbit/tensor.h"
