@@ -1,40 +1,53 @@
-// kbit::skinny_gemm: C[M, N] = A[M, K] @ W[N, K]^T (+ R[M, N]) for small M (the
-// decode case; the Kimi-K3 latent projection is N = 7168, K = 3584), 16-bit A, W,
-// R and C of one dtype (f16 or bf16), fp32 accumulation, on the caller's stream.
-// W is read once, streamed with evict-first loads, 16 rows x 128 columns per warp
-// step through mma.sync (the tokens are the MMA's narrow side); the residual is
-// added in the epilogue. It is kbit::linear's fused kernel with dense weights.
+// kbit::skinny_gemm: C[M, N] = A[M, K] @ W[N, K]^T (+ bias) (+ R[M, N]) for small M
+// (the decode case; the Kimi-K3 latent projection is N = 7168, K = 3584), 16-bit A,
+// W, R and C of one dtype (f16 or bf16), fp32 accumulation, on the caller's stream.
+// W is read once with evict-first 16-byte loads, 16 rows per warp step through
+// mma.sync (the tokens are the MMA's narrow side); A comes from L1/L2; the residual
+// and bias are added in the epilogue. K is split among the warps of a CTA and, where
+// the grid would be too small, among the CTAs of a thread-block cluster, reduced in
+// fixed order through (distributed) shared memory: no workspace, no atomics,
+// bit-identical run to run.
 //
 // Requirements (each a clear kbit::Error): K a multiple of 8; W's rows 16-byte
-// aligned; 1 <= M <= 64; all views on the device. Graph-capturable, no host
-// synchronisation, bit-identical run to run. Without a workspace the K dimension
-// is split only among the warps of a CTA; with one, also across CTAs.
+// aligned; 1 <= M <= kMaxSkinnyM (32); all views on the device. Graph-capturable, no host
+// synchronisation; with `pdl` the weight loads start before the previous kernel ends.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include "kbit/linear.h"
+#include <string>
+
 #include "kbit/tensor.h"
 
 namespace kbit {
 
+inline constexpr int64_t kMaxSkinnyM = 32;
+
+// The kernel shape of one call (see src/cuda/skinny/skinny_args.h).
+struct SkinnyPlan {
+  int n_tiles = 1;  // tiles of 8 tokens: 1, 2 or 4 (from M)
+  int warps = 8;    // per CTA: 4 or 8
+  int stripes = 1;  // 16-row stripes per warp: 1 or 2
+  int unroll = 8;   // 32-column steps per batch of loads
+  int splits = 1;   // CTAs per cluster sharing K: 1, 2, 4 or 8
+  const char* source = "heuristic";  // "table", "heuristic" or "forced"
+  std::string describe() const;      // "w=8,r=1,u=8,s=1"
+};
+
 struct SkinnyOptions {
-  TensorView residual{};  // [M, N]; data null for none (may equal C)
+  TensorView residual{};       // [M, N]; data null for none (may equal C)
   const void* bias = nullptr;  // [N] or null
-  // Kernel overrides (0 / automatic: the heuristic).
-  int n_tiles = 0, warps = 0, splits = 0;
-  LinearItems items = LinearItems::automatic;
-  // Programmatic dependent launch: the weight prefetch may start while the previous
-  // kernel on the stream finishes (it waits before touching A, R or C).
+  // Kernel overrides (0: the tuned table, else the heuristic).
+  int warps = 0, stripes = 0, unroll = 0, splits = 0;
+  // Programmatic dependent launch: the weight loads may start while the previous
+  // kernel on the stream finishes (the kernel waits before touching A, R or C).
   bool pdl = false;
 };
 
-// The plan skinny_gemm would use (path is always fused_mma).
-LinearPlan plan_skinny(int64_t m, int64_t n, int64_t k, bool with_workspace, const SkinnyOptions& o = {});
+// The plan skinny_gemm would use; throws on an override that is not instantiated.
+SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o = {});
 
 void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorView& c, cudaStream_t stream,
                  const SkinnyOptions& o = {});
-void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorView& c, LinearWorkspace& workspace,
-                 cudaStream_t stream, const SkinnyOptions& o = {});
 
 }  // namespace kbit

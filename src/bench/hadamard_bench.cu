@@ -41,7 +41,7 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
   // Small: M rows of 7168, bf16, in place, row mode and block:128.
   std::printf("%-12s %5s %6s %10s\n", "rotation", "M", "K", "median us");
   for (const char* spec : {"row", "block:128"})
-    for (int64_t m : {1, 4, 16}) {
+    for (int64_t m : {1, 2, 4, 8, 16}) {
       const int64_t k = 7168;
       const Rotation r = Rotation::parse(spec, k, 1);
       const int sets = 64;
@@ -91,31 +91,37 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
     Buffer wd = upload(random_bf16(size_t(n * k), 41, 0.05f));
     const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, n, k}, Codebook::bnf(4), nullptr);
     const int sets = std::min(buffers_to_defeat_l2(size_t(flat.storage_bytes())), 32);
-    std::vector<QuantizedMatrix> plain, rotated;
-    for (int i = 0; i < sets; ++i) {
-      plain.push_back(cuda::repack(flat, Layout::mma16, nullptr));
-      rotated.push_back(cuda::repack(flat, Layout::mma16, nullptr));
-      rotated.back().set_rotation(Rotation::parse("block:128", k, 1));
-    }
+    const char* specs[] = {"block:128", "row"};
+    std::vector<QuantizedMatrix> mats[3];
+    for (int i = 0; i < sets; ++i)
+      for (int v = 0; v < 3; ++v) {
+        mats[v].push_back(cuda::repack(flat, Layout::mma16, nullptr));
+        if (v > 0) mats[v].back().set_rotation(Rotation::parse(specs[v - 1], k, 1));
+      }
     Buffer x = device_filled(size_t(k) * 2, 0x3c), y = device_filled(size_t(n) * 2, 0);
     LinearWorkspace ws({1, n, k, false});
     TimingOptions t;
     t.calls_per_graph = std::max(sets, 8), t.replays = 20, t.repeats = repeats;
-    Timing times[2];
-    for (int rot = 0; rot < 2; ++rot) {
-      auto& q = rot ? rotated : plain;
-      times[rot] = time_graph(
+    Timing times[3];
+    for (int v = 0; v < 3; ++v) {
+      times[v] = time_graph(
           [&](cudaStream_t s, int call) {
-            linear(TensorView{x.data(), DType::bf16, 1, k}, q[size_t(call % sets)],
+            linear(TensorView{x.data(), DType::bf16, 1, k}, mats[v][size_t(call % sets)],
                    MutableTensorView{y.data(), DType::bf16, 1, n}, ws, s);
           },
           t);
     }
-    std::printf("\nkbit::linear M = 1, %lld x %lld, k = 4: %.2f us plain, %.2f us with block:128 rotation (+%.1f%%)\n",
-                (long long)n, (long long)k, times[0].median_us, times[1].median_us,
-                100.0 * (times[1].median_us / times[0].median_us - 1));
+    std::printf("\nkbit::linear M = 1, %lld x %lld, k = 4: %.2f us plain\n", (long long)n, (long long)k,
+                times[0].median_us);
     emit({{"case", "linear_plain"}, {"m", 1}, {"n", n}, {"k", k}}, times[0]);
-    emit({{"case", "linear_rotated"}, {"m", 1}, {"n", n}, {"k", k}, {"rotation", "block:128"}}, times[1]);
+    for (int v = 1; v < 3; ++v) {
+      const std::string desc = Rotation::parse(specs[v - 1], k, 1).describe();
+      std::printf("  with %-16s rotation: %.2f us (+%.1f%%)\n", desc.c_str(), times[v].median_us,
+                  100.0 * (times[v].median_us / times[0].median_us - 1));
+      emit({{"case", "linear_rotated"}, {"m", 1}, {"n", n}, {"k", k}, {"rotation", desc},
+            {"overhead_pct", 100.0 * (times[v].median_us / times[0].median_us - 1)}},
+           times[v]);
+    }
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);

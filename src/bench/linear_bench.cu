@@ -138,32 +138,30 @@ class DequantCublasBackend : public Backend {
   int bits_ = 0;
 };
 
-// kbit::skinny_gemm on the bf16 weights (unquantized layers; issue 6), with a workspace.
+// kbit::skinny_gemm on the bf16 weights (unquantized layers; issue 6).
 class SkinnyBackend : public Backend {
  public:
   std::string name() const override { return "kbit_skinny"; }
   void prepare(const CaseInputs& in, int sets) override {
-    KBIT_REQUIRE(in.c.m <= 64, "kbit_skinny covers M <= 64");
+    KBIT_REQUIRE(in.c.m <= kMaxSkinnyM, "kbit_skinny covers M <= ", kMaxSkinnyM);
     prepare_activations(in, sets);
     w_.clear();
     w_.push_back(upload(in.w->data(), in.w->size() * 2));
     for (int i = 1; i < sets; ++i) w_.push_back(copy_of(w_[0]));
-    ws_ = std::make_unique<LinearWorkspace>(LinearWorkspace::Limits{64, in.c.n, in.c.k, false});
     m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
-    plan_ = plan_skinny(m_, n_, k_, true);
+    plan_ = plan_skinny(m_, n_, k_);
   }
   void launch(cudaStream_t s, int set) override {
     SkinnyOptions o;
     if (residual_) o.residual = TensorView{r_[size_t(set)].data(), DType::bf16, m_, n_};
     skinny_gemm(TensorView{x_[size_t(set)].data(), DType::bf16, m_, k_}, TensorView{w_[size_t(set)].data(), DType::bf16, n_, k_},
-                MutableTensorView{y_[size_t(set)].data(), DType::bf16, m_, n_}, *ws_, s, o);
+                MutableTensorView{y_[size_t(set)].data(), DType::bf16, m_, n_}, s, o);
   }
-  std::string config() const override { return "skinny " + plan_.describe(); }
+  std::string config() const override { return std::string("skinny ") + plan_.describe() + " (" + plan_.source + ")"; }
 
  private:
   std::vector<Buffer> w_;
-  std::unique_ptr<LinearWorkspace> ws_;
-  LinearPlan plan_;
+  SkinnyPlan plan_;
   int64_t m_ = 0, n_ = 0, k_ = 0;
   bool residual_ = false;
 };

@@ -14,7 +14,7 @@
 #include "bench/timing.h"
 #include "cpu/parallel.h"
 #include "cuda/common.cuh"
-#include "cuda/linear/fused_args.h"
+#include "cuda/skinny/skinny_args.h"
 #include "dispatch/cublas_gemm.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
@@ -25,21 +25,26 @@ namespace {
 
 using cuda::detail::check_cuda;
 
+// Every instantiated kernel shape for M: warps x (stripes, unroll) x cluster splits.
 std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   std::vector<detail::LinearConfig> out;
-  const int base = default_n_tiles(m);
-  for (int nt : {base, std::min(8, base * 2)})
-    for (int w : {4, 8})
-      for (int s : {1, 2, 3, 4, 6, 8})
-        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+  const int nt = plan_skinny(m, 1, 8).n_tiles;
+  const int lo = nt <= 2 ? 4 : 2;
+  for (int w : {4, 8})
+    for (int work : {lo, 2 * lo})
+      for (int r : {1, 2})
+        for (int s : {1, 2, 4, 8}) {
           detail::LinearConfig c;
-          c.bits = 16, c.n_tiles = nt, c.warps = w, c.splits = s, c.items = items;
-          if (std::none_of(out.begin(), out.end(), [&](const auto& o) {
-                return o.n_tiles == nt && o.warps == w && o.splits == s && o.items == items;
-              }))
-            out.push_back(c);
+          c.bits = 16, c.n_tiles = nt, c.warps = w, c.stripes = r, c.unroll = work / r, c.splits = s;
+          out.push_back(c);
         }
   return out;
+}
+
+SkinnyOptions options_of(const detail::LinearConfig& c) {
+  SkinnyOptions o;
+  o.warps = c.warps, o.stripes = c.stripes, o.unroll = c.unroll, o.splits = c.splits;
+  return o;
 }
 
 }  // namespace
@@ -53,28 +58,25 @@ detail::LinearConfig parse_skinny_config(const std::string& text) {
     const auto eq = part.find('=');
     KBIT_REQUIRE(eq != std::string::npos, "skinny config '", text, "': expected key=value pairs, got '", part, "'");
     const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
-    if (key == "items") {
-      KBIT_REQUIRE(value == "cta" || value == "warp", "skinny config: items must be cta or warp, got ", value);
-      c.items = value == "cta" ? LinearItems::cta : LinearItems::warp;
-      continue;
-    }
     int v = 0;
     try {
       v = std::stoi(value);
     } catch (const std::exception&) {
       throw Error("skinny config '" + text + "': '" + value + "' is not a number");
     }
-    if (key == "nt") c.n_tiles = v;
-    else if (key == "w") c.warps = v;
+    if (key == "w") c.warps = v;
+    else if (key == "r") c.stripes = v;
+    else if (key == "u") c.unroll = v;
     else if (key == "s") c.splits = v;
-    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (nt, w, s, items)");
+    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (w, r, u, s)");
   }
+  KBIT_REQUIRE(c.unroll > 0, "skinny config '", text, "': u (unroll) is required");
   return c;
 }
 
 std::string skinny_config_name(const detail::LinearConfig& c) {
-  return "nt=" + std::to_string(c.n_tiles) + ",w=" + std::to_string(c.warps) + ",s=" + std::to_string(c.splits) +
-         ",items=" + (c.items == LinearItems::warp ? "warp" : "cta");
+  return "w=" + std::to_string(c.warps) + ",r=" + std::to_string(c.stripes) + ",u=" + std::to_string(c.unroll) +
+         ",s=" + std::to_string(c.splits);
 }
 
 std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
@@ -84,7 +86,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
   KBIT_REQUIRE(o.shards >= 1 && o.shard >= 0 && o.shard < o.shards, "--shard must be i/n with 0 <= i < n");
   KBIT_REQUIRE(o.k % 8 == 0 && o.n > 0 && o.k > 0, "skinny: N > 0 and K a positive multiple of 8, got N=", o.n,
                " K=", o.k);
-  for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 64, "skinny: M must be 1..64, got ", m);
+  for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= kMaxSkinnyM, "skinny: M must be 1..", kMaxSkinnyM, ", got ", m);
   const DeviceInfo dev = device_info();
   const int64_t n = o.n, k = o.k;
   const int64_t max_m = *std::max_element(o.ms.begin(), o.ms.end());
@@ -110,7 +112,6 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         ref[size_t(i * n + j)] = acc;
       }
   });
-  LinearWorkspace ws({64, n, k, false});
   Buffer lt_ws = Buffer::allocate(Memory::device, detail::kLtWorkspaceBytes);
 
   std::vector<SkinnyBenchRow> rows;
@@ -167,16 +168,14 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       const auto all = sweep_candidates(m);
       for (size_t i = 0; i < all.size(); ++i)
         if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);
-    } else if (o.mode == "baseline") {
-      detail::LinearConfig c;
-      c.bits = 16, c.n_tiles = default_n_tiles(m), c.warps = 8, c.splits = 1;
-      configs.push_back(c);
-    } else if (!o.config.empty()) {
-      configs.push_back(parse_skinny_config(o.config));
     } else {
-      const LinearPlan p = plan_skinny(m, n, k, true);
+      SkinnyOptions fixed;  // baseline: one fixed shape, no cluster split
+      if (o.mode == "baseline") fixed.warps = 8, fixed.stripes = 1, fixed.splits = 1;
+      if (o.mode == "selected" && !o.config.empty()) fixed = options_of(parse_skinny_config(o.config));
+      const SkinnyPlan p = plan_skinny(m, n, k, fixed);
       detail::LinearConfig c;
-      c.bits = 16, c.n_tiles = p.n_tiles, c.warps = p.warps, c.splits = p.splits, c.items = p.items;
+      c.bits = 16, c.n_tiles = p.n_tiles, c.warps = p.warps, c.stripes = p.stripes, c.unroll = p.unroll;
+      c.splits = p.splits;
       configs.push_back(c);
     }
     for (auto c : configs) {
@@ -184,18 +183,17 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       c.device = dev.name, c.n = n, c.k = k, c.m = m;
       row.config = skinny_config_name(c);
       try {
-        SkinnyOptions so;
-        so.n_tiles = c.n_tiles, so.warps = c.warps, so.splits = c.splits, so.items = c.items;
-        const LinearPlan p = plan_skinny(m, n, k, true, so);  // normalised (no empty split)
+        const SkinnyOptions so = options_of(c);
+        const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
         c.splits = p.splits;
         row.config = skinny_config_name(c);
-        const auto info = cuda::detail::fused_info_dense({p.n_tiles, p.warps, p.items == LinearItems::cta}, DType::bf16);
+        const auto info = cuda::detail::skinny_kernel_info({p.n_tiles, p.warps, p.stripes, p.unroll, p.splits}, DType::bf16);
         row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
         time_it(row, [&](cudaStream_t s, int call) {
           SkinnyOptions lo = so;
           if (o.residual) lo.residual = TensorView{rd[size_t(call % sets)].data(), DType::bf16, m, n};
           skinny_gemm(TensorView{xd.data(), DType::bf16, m, k}, TensorView{wd[size_t(call % sets)].data(), DType::bf16, n, k},
-                      MutableTensorView{yd.data(), DType::bf16, m, n}, ws, s, lo);
+                      MutableTensorView{yd.data(), DType::bf16, m, n}, s, lo);
         });
       } catch (const std::exception& e) {
         row.error = e.what();

@@ -1,14 +1,26 @@
 // GPU Hadamard rotation of rows (spec: "Hadamard rotation"): y = (1/sqrt(B)) H_B D x
-// per chunk of B elements, in place or out of place, f32/f16/bf16.
+// per chunk of B elements (inverse: x = D H_B^T y / sqrt(B)), in place or out of
+// place (input and output may alias exactly), f32/f16/bf16, rows with a stride.
 //
-// Layout: a chunk of B = p * q elements (q = 2^m, p in {1, 12, 20, 28}) is held in
-// shared memory as fp32, element (a, b) at a * q + b. Launch: one CTA per chunk
-// (rows x chunks per row), 256 threads; signs applied on load, fast Walsh-Hadamard
-// over each q-run with a barrier per stage, then the order-p mix done by one
-// thread per column b (p values in registers, H_p broadcast from the kernel
-// parameters), scaled and stored. Shared memory 4 B per element: B <= 57344.
-// NOT YET RUN ON A GPU: written after this session's device time was spent;
-// tests/cuda/hadamard_gpu_test.cpp checks it against the CPU reference.
+// Two kernels, both fp32 inside:
+// - warp kernel, B = 2^m in [32, 1024] (block mode and short rows): a warp owns a
+//   chunk, lane l holds the E = B/32 contiguous elements [l*E, l*E+E) in registers
+//   (one wide load), log2(E) butterfly stages in registers and 5 across lanes by
+//   shuffles. No shared memory, no barrier; grid-stride over chunks, several chunks
+//   per warp in flight when E is small.
+// - CTA kernel, every other supported B (2^m up to 32768, p * 2^m with p in
+//   {12, 20, 28}) up to 57344: one CTA of 512 threads per chunk. Element (a, b) of
+//   the chunk (a < p, b < q) sits at a*q + b. Loads of 8 contiguous elements do the
+//   first 3 butterfly stages in registers, the rest run in shared memory (fp32, 4 B
+//   per element) two stages per barrier; the order-p mix reads a column of p values
+//   and writes its outputs straight to global memory.
+// Both kernels call griddepcontrol.launch_dependents first so that a following
+// kernel launched with programmatic dependent launch (kbit::linear) can start
+// loading its weights while x is rotated.
+// Measured: see BENCHMARKS.md ("Hadamard rotation").
+#include <algorithm>
+#include <cmath>
+
 #include "common.cuh"
 #include "kbit/cuda.h"
 #include "kbit/hadamard.h"
@@ -16,72 +28,344 @@
 namespace kbit::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxChunk = 57344;           // 224 KB of fp32 in shared memory
-constexpr int kMaxSignWords = int(kMaxChunk / 32);
+constexpr int kWarpKernelThreads = 256;
+constexpr int kCtaThreads = 512;
+constexpr int64_t kMaxChunk = 57344;  // 224 KB of fp32 in shared memory
 
-struct HadamardParams {
-  int64_t chunk;      // B
-  int64_t q;          // power-of-two factor
-  int p;              // 1, 12, 20 or 28
-  int has_signs;
+// Where the chunks are: chunk c is chunk c % chunks_per_row of row c / chunks_per_row.
+struct ChunkGrid {
+  int64_t chunks;          // rows * chunks_per_row
+  int64_t chunks_per_row;
+  int64_t in_stride, out_stride;  // elements
+  int64_t chunk;           // B
+  float scale;             // 1/sqrt(B)
   int inverse;
-  float scale;        // 1/sqrt(B)
-  int8_t h[28 * 28];  // H_p, row-major (forward) -- the kernel transposes for the inverse
-  uint32_t signs[kMaxSignWords];
+  int vec;                 // rows and strides 16-byte aligned: wide loads and stores
 };
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads) hadamard_kernel(const T* __restrict__ in, T* out, int64_t in_stride,
-                                                            int64_t out_stride, int64_t chunks_per_row,
-                                                            const __grid_constant__ HadamardParams prm) {
-  extern __shared__ float buf[];
-  const int64_t row = blockIdx.x / chunks_per_row, chunk = blockIdx.x - row * chunks_per_row;
-  const T* src = in + row * in_stride + chunk * prm.chunk;
-  T* dst = out + row * out_stride + chunk * prm.chunk;
-  auto negated = [&](int64_t i) { return prm.has_signs && ((prm.signs[i >> 5] >> (i & 31)) & 1u); };
+template <int Words>
+struct SignBits {
+  int used;  // 0: D = I
+  uint32_t w[Words];
+};
 
-  for (int64_t i = threadIdx.x; i < prm.chunk; i += kThreads) {
-    float v = detail::Element<T>::to_float(src[i]);
-    if (!prm.inverse && negated(i)) v = -v;
-    buf[i] = v;
+// Bit c of row[a] set means the mixing matrix (H_p, or H_p^T for the inverse) has -1 at (a, c).
+struct SmallHadamardRows {
+  uint32_t row[28];
+};
+
+__device__ __forceinline__ void allow_dependents_to_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// N consecutive elements at p as floats: 16/8/4-byte accesses when `vec` (p then
+// aligned to N * sizeof(T) or 16 bytes), element accesses otherwise.
+template <typename T, int N>
+__device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
+  constexpr int kBytes = N * int(sizeof(T));
+  union {
+    T t[N];
+    uint4 q[(kBytes + 15) / 16];
+    uint2 d[(kBytes + 7) / 8];
+    uint32_t s[(kBytes + 3) / 4];
+  } u;
+  if (vec && kBytes % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) u.q[i] = reinterpret_cast<const uint4*>(p)[i];
+  } else if (vec && kBytes == 8) {
+    u.d[0] = *reinterpret_cast<const uint2*>(p);
+  } else if (vec && kBytes == 4) {
+    u.s[0] = *reinterpret_cast<const uint32_t*>(p);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) u.t[i] = p[i];
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = detail::Element<T>::to_float(u.t[i]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
+  constexpr int kBytes = N * int(sizeof(T));
+  union {
+    T t[N];
+    uint4 q[(kBytes + 15) / 16];
+    uint2 d[(kBytes + 7) / 8];
+    uint32_t s[(kBytes + 3) / 4];
+  } u;
+#pragma unroll
+  for (int i = 0; i < N; ++i) u.t[i] = detail::Element<T>::from_float(v[i]);
+  if (vec && kBytes % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) reinterpret_cast<uint4*>(p)[i] = u.q[i];
+  } else if (vec && kBytes == 8) {
+    *reinterpret_cast<uint2*>(p) = u.d[0];
+  } else if (vec && kBytes == 4) {
+    *reinterpret_cast<uint32_t*>(p) = u.s[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) p[i] = u.t[i];
+  }
+}
+
+__device__ __forceinline__ int64_t chunk_offset(const ChunkGrid& g, int64_t c, int64_t stride) {
+  if (g.chunks_per_row == 1) return c * stride;
+  const int64_t row = c / g.chunks_per_row;
+  return row * stride + (c - row * g.chunks_per_row) * g.chunk;
+}
+
+// Butterflies over N register values: stage h pairs (j, j + h) for j with bit h clear.
+template <int N>
+__device__ __forceinline__ void butterflies(float (&v)[N]) {
+#pragma unroll
+  for (int h = 1; h < N; h *= 2)
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      if ((j & h) == 0) {
+        const float a = v[j], b = v[j + h];
+        v[j] = a + b;
+        v[j + h] = a - b;
+      }
+}
+
+template <int N>
+__device__ __forceinline__ void apply_signs(float (&v)[N], uint32_t bits) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if ((bits >> j) & 1u) v[j] = -v[j];
+}
+
+// ---- warp kernel: B = 32 * E ----
+template <typename T, int E>
+__global__ void __launch_bounds__(kWarpKernelThreads) hadamard_warp_kernel(const T* in, T* out,
+                                                                        const ChunkGrid g,
+                                                                        const __grid_constant__ SignBits<32> signs) {
+  allow_dependents_to_launch();
+  constexpr int kChunksInFlight = E >= 8 ? 1 : 8 / E;  // >= 8 elements per lane in flight
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = (int64_t(blockIdx.x) * kWarpKernelThreads + threadIdx.x) >> 5;
+  const int64_t warps = int64_t(gridDim.x) * (kWarpKernelThreads / 32);
+  uint32_t lane_signs = 0;  // bit e: negate element lane * E + e
+  if (signs.used) {
+    const uint32_t word = signs.w[(lane * E) / 32];
+    if constexpr (E == 32)
+      lane_signs = word;
+    else
+      lane_signs = (word >> ((lane * E) % 32)) & ((1u << E) - 1u);
+  }
+  const bool vec = g.vec != 0;
+  for (int64_t c0 = warp * kChunksInFlight; c0 < g.chunks; c0 += warps * kChunksInFlight) {
+    float v[kChunksInFlight][E];
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u) {
+      const int64_t c = c0 + u;
+      if (c < g.chunks) {
+        load_run<T, E>(in + chunk_offset(g, c, g.in_stride) + lane * E, vec, v[u]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[u][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u) {
+      if (!g.inverse) apply_signs(v[u], lane_signs);
+      butterflies(v[u]);
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const float other = __shfl_xor_sync(0xffffffffu, v[u][e], d);
+          v[u][e] = (lane & d) ? other - v[u][e] : v[u][e] + other;
+        }
+#pragma unroll
+      for (int e = 0; e < E; ++e) v[u][e] *= g.scale;
+      if (g.inverse) apply_signs(v[u], lane_signs);
+    }
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u) {
+      const int64_t c = c0 + u;
+      if (c < g.chunks) store_run<T, E>(out + chunk_offset(g, c, g.out_stride) + lane * E, vec, v[u]);
+    }
+  }
+}
+
+// ---- CTA kernel: B = P * q, one CTA per chunk ----
+template <int SignWords>
+__device__ __forceinline__ bool negated(const SignBits<SignWords>& s, int i) {
+  return s.used && ((s.w[i >> 5] >> (i & 31)) & 1u);
+}
+
+template <typename T, int P, int SignWords>
+__global__ void __launch_bounds__(kCtaThreads) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                   const int log2_q, const __grid_constant__ SmallHadamardRows mix,
+                                                                   const __grid_constant__ SignBits<SignWords> signs) {
+  allow_dependents_to_launch();
+  extern __shared__ float buf[];
+  const int chunk = int(g.chunk), q = 1 << log2_q, tid = int(threadIdx.x);
+  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
+  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
+  const bool vec = g.vec != 0;
+
+  // Load (signs first when forward); runs of 8 inside one q-run get 3 stages here.
+  int h0 = 1;
+  if (chunk % 8 == 0) {
+    h0 = q >= 8 ? 8 : 1;
+    for (int i = tid * 8; i < chunk; i += kCtaThreads * 8) {
+      float v[8];
+      load_run<T, 8>(src + i, vec, v);
+      if (!g.inverse && signs.used) apply_signs(v, (signs.w[i >> 5] >> (i & 31)) & 0xffu);
+      if (q >= 8) butterflies(v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) buf[i + j] = v[j];
+    }
+  } else {
+    for (int i = tid; i < chunk; i += kCtaThreads) {
+      const float v = detail::Element<T>::to_float(src[i]);
+      buf[i] = (!g.inverse && negated(signs, i)) ? -v : v;
+    }
   }
   __syncthreads();
-  // Walsh-Hadamard along each q-run: stage h pairs (j, j + h) inside blocks of 2h
-  for (int64_t h = 1; h < prm.q; h *= 2) {
-    for (int64_t t = threadIdx.x; t < prm.chunk / 2; t += kThreads) {
-      const int64_t run = t / (prm.q / 2), u = t - run * (prm.q / 2);
-      const int64_t j = run * prm.q + (u / h) * 2 * h + (u % h);
+
+  // The remaining stages h = h0 .. q/2 in shared memory, two per barrier where possible.
+  int log2_h = h0 == 8 ? 3 : 0;
+  for (; log2_h + 1 < log2_q; log2_h += 2) {
+    const int h = 1 << log2_h;
+    for (int t = tid; t < chunk / 4; t += kCtaThreads) {
+      const int run = t >> (log2_q - 2), u = t & (q / 4 - 1);
+      const int j = (run << log2_q) + ((u >> log2_h) << (log2_h + 2)) + (u & (h - 1));
+      const float a = buf[j], b = buf[j + h], c = buf[j + 2 * h], d = buf[j + 3 * h];
+      const float ab = a + b, amb = a - b, cd = c + d, cmd = c - d;
+      buf[j] = ab + cd;
+      buf[j + 2 * h] = ab - cd;
+      buf[j + h] = amb + cmd;
+      buf[j + 3 * h] = amb - cmd;
+    }
+    __syncthreads();
+  }
+  if (log2_h < log2_q) {  // one stage left
+    const int h = 1 << log2_h;
+    for (int t = tid; t < chunk / 2; t += kCtaThreads) {
+      const int run = t >> (log2_q - 1), u = t & (q / 2 - 1);
+      const int j = (run << log2_q) + ((u >> log2_h) << (log2_h + 1)) + (u & (h - 1));
       const float a = buf[j], b = buf[j + h];
       buf[j] = a + b;
       buf[j + h] = a - b;
     }
     __syncthreads();
   }
-  if (prm.p > 1) {  // mix across the p runs: one thread per column b
-    for (int64_t b = threadIdx.x; b < prm.q; b += kThreads) {
-      float col[28];
+
+  if constexpr (P == 1) {
+    if (chunk % 8 == 0) {
+      for (int i = tid * 8; i < chunk; i += kCtaThreads * 8) {
+        float v[8];
 #pragma unroll
-      for (int c = 0; c < 28; ++c)
-        if (c < prm.p) col[c] = buf[c * prm.q + b];
-      for (int a = 0; a < prm.p; ++a) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 28; ++c)
-          if (c < prm.p) {
-            const int8_t s = prm.inverse ? prm.h[c * prm.p + a] : prm.h[a * prm.p + c];
-            acc += s > 0 ? col[c] : -col[c];
-          }
-        buf[a * prm.q + b] = acc;  // this thread owns column b
+        for (int j = 0; j < 8; ++j) v[j] = buf[i + j] * g.scale;
+        if (g.inverse && signs.used) apply_signs(v, (signs.w[i >> 5] >> (i & 31)) & 0xffu);
+        store_run<T, 8>(dst + i, vec, v);
+      }
+    } else {
+      for (int i = tid; i < chunk; i += kCtaThreads) {
+        const float v = buf[i] * g.scale;
+        dst[i] = detail::Element<T>::from_float((g.inverse && negated(signs, i)) ? -v : v);
       }
     }
-    __syncthreads();
+  } else {
+    // Order-P mix down each column b: `groups` threads per column share its P outputs.
+    const int groups = q >= kCtaThreads ? 1 : (kCtaThreads / q < P ? kCtaThreads / q : P);
+    const int per_group = (P + groups - 1) / groups;
+    for (int w = tid; w < q * groups; w += kCtaThreads) {
+      const int b = w & (q - 1), grp = w >> log2_q;
+      float col[P];
+#pragma unroll
+      for (int c = 0; c < P; ++c) col[c] = buf[c * q + b];
+      const int a_end = (grp + 1) * per_group < P ? (grp + 1) * per_group : P;
+      for (int a = grp * per_group; a < a_end; ++a) {
+        const uint32_t minus = mix.row[a];
+        float acc = 0.0f;
+#pragma unroll
+        for (int c = 0; c < P; ++c) acc += ((minus >> c) & 1u) ? -col[c] : col[c];
+        const int i = a * q + b;
+        acc *= g.scale;
+        if (g.inverse && negated(signs, i)) acc = -acc;
+        dst[i] = detail::Element<T>::from_float(acc);
+      }
+    }
   }
-  for (int64_t i = threadIdx.x; i < prm.chunk; i += kThreads) {
-    float v = buf[i] * prm.scale;
-    if (prm.inverse && negated(i)) v = -v;
-    dst[i] = detail::Element<T>::from_float(v);
+}
+
+template <int Words>
+SignBits<Words> sign_bits(const Rotation& r) {
+  SignBits<Words> s{};
+  s.used = r.signs.empty() ? 0 : 1;
+  KBIT_REQUIRE(r.signs.size() <= size_t(Words), "hadamard_rotate: ", r.signs.size(), " sign words, at most ", Words);
+  for (size_t i = 0; i < r.signs.size(); ++i) s.w[i] = r.signs[i];
+  return s;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <typename T>
+void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
+  const SignBits<32> signs = sign_bits<32>(r);
+  auto go = [&]<int E>() {
+    constexpr int kPerCta = (kWarpKernelThreads / 32) * (E >= 8 ? 1 : 8 / E);
+    const unsigned ctas = unsigned(std::min<int64_t>((g.chunks + kPerCta - 1) / kPerCta, int64_t(detail::sm_count()) * 16));
+    hadamard_warp_kernel<T, E><<<ctas, kWarpKernelThreads, 0, stream>>>(in, out, g, signs);
+  };
+  switch (g.chunk) {
+    case 32: go.template operator()<1>(); break;
+    case 64: go.template operator()<2>(); break;
+    case 128: go.template operator()<4>(); break;
+    case 256: go.template operator()<8>(); break;
+    case 512: go.template operator()<16>(); break;
+    case 1024: go.template operator()<32>(); break;
+    default: throw Error(kbit::detail::concat("hadamard warp kernel: chunk ", g.chunk));
   }
+  detail::check_launch("hadamard warp kernel");
+}
+
+template <typename T>
+void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, bool inverse, cudaStream_t stream) {
+  int p = 1;
+  for (int f : {12, 20, 28})
+    if (r.size % f == 0 && ((r.size / f) & (r.size / f - 1)) == 0) p = f;
+  const int64_t q = r.size / p;
+  int log2_q = 0;
+  while ((int64_t(1) << log2_q) < q) ++log2_q;
+  SmallHadamardRows mix{};
+  if (p > 1) {
+    const auto& h = hadamard_small(p);
+    for (int a = 0; a < p; ++a)
+      for (int c = 0; c < p; ++c) {
+        const int8_t s = inverse ? h[size_t(c * p + a)] : h[size_t(a * p + c)];
+        if (s < 0) mix.row[a] |= 1u << c;
+      }
+  }
+  KBIT_REQUIRE(g.chunks <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
+  const size_t smem = size_t(r.size) * sizeof(float);
+  auto go = [&]<int P, int Words>() {
+    auto kernel = hadamard_cta_kernel<T, P, Words>;
+    if (smem > 48 * 1024)
+      detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                         "hadamard_rotate: shared memory limit");
+    kernel<<<unsigned(g.chunks), kCtaThreads, smem, stream>>>(in, out, g, log2_q, mix, sign_bits<Words>(r));
+  };
+  auto with_p = [&]<int Words>() {
+    switch (p) {
+      case 1: go.template operator()<1, Words>(); break;
+      case 12: go.template operator()<12, Words>(); break;
+      case 20: go.template operator()<20, Words>(); break;
+      default: go.template operator()<28, Words>(); break;
+    }
+  };
+  // Small parameter blocks for the common sizes keep the launch cheap.
+  if (r.size <= 8192)
+    with_p.template operator()<256>();
+  else
+    with_p.template operator()<int(kMaxChunk / 32)>();
+  detail::check_launch("hadamard kernel");
 }
 
 }  // namespace
@@ -95,32 +379,26 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
   KBIT_REQUIRE(in.dtype == out.dtype, "hadamard_rotate: input and output dtypes differ");
   require_supported_rotation(r, in.cols);
   KBIT_REQUIRE(r.size <= kMaxChunk, "GPU Hadamard chunks are limited to ", kMaxChunk, " elements, got ", r.size);
-  HadamardParams prm{};
-  prm.chunk = r.size;
-  prm.p = 1;
-  for (int p : {12, 20, 28})
-    if (r.size % p == 0 && ((r.size / p) & (r.size / p - 1)) == 0) prm.p = p;
-  prm.q = r.size / prm.p;
-  prm.has_signs = r.signs.empty() ? 0 : 1;
-  prm.inverse = inverse ? 1 : 0;
-  prm.scale = float(1.0 / std::sqrt(double(r.size)));
-  if (prm.p > 1) {
-    const auto& h = hadamard_small(prm.p);
-    for (size_t i = 0; i < h.size(); ++i) prm.h[i] = h[i];
-  }
-  for (size_t i = 0; i < r.signs.size(); ++i) prm.signs[i] = r.signs[i];
-  const int64_t chunks_per_row = in.cols / r.size;
-  const int64_t blocks = in.rows * chunks_per_row;
-  KBIT_REQUIRE(blocks <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", blocks, ")");
-  const size_t smem = size_t(r.size) * sizeof(float);
+  if (in.rows == 0) return;
+  ChunkGrid g{};
+  g.chunk = r.size;
+  g.chunks_per_row = in.cols / r.size;
+  g.chunks = in.rows * g.chunks_per_row;
+  g.in_stride = in.stride();
+  g.out_stride = out.stride();
+  g.scale = float(1.0 / std::sqrt(double(r.size)));
+  g.inverse = inverse ? 1 : 0;
+  const size_t es = dtype_size(in.dtype);
+  g.vec = aligned16(in.data) && aligned16(out.data) && (size_t(g.in_stride) * es) % 16 == 0 &&
+          (size_t(g.out_stride) * es) % 16 == 0 && (size_t(r.size) * es) % 16 == 0;
+  const bool warp_sized = r.size >= 32 && r.size <= 1024 && (r.size & (r.size - 1)) == 0;
   detail::dispatch_float(in.dtype, [&]<typename T>() {
-    auto kernel = hadamard_kernel<T>;
-    if (smem > 48 * 1024)
-      detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                         "hadamard_rotate: shared memory limit");
-    kernel<<<unsigned(blocks), kThreads, smem, stream>>>(static_cast<const T*>(in.data), static_cast<T*>(out.data),
-                                                         in.stride(), out.stride(), chunks_per_row, prm);
-    detail::check_launch("hadamard kernel");
+    const T* src = static_cast<const T*>(in.data);
+    T* dst = static_cast<T*>(out.data);
+    if (warp_sized)
+      launch_warp_kernel<T>(src, dst, g, r, stream);
+    else
+      launch_cta_kernel<T>(src, dst, g, r, inverse, stream);
   });
 }
 

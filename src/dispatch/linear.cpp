@@ -47,8 +47,7 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
       case 2: v = cuda::detail::fused_occupancy_k2(s, t); break;
       case 3: v = cuda::detail::fused_occupancy_k3(s, t); break;
       case 4: v = cuda::detail::fused_occupancy_k4(s, t); break;
-      case 5: v = cuda::detail::fused_occupancy_k5(s, t); break;
-      default: v = cuda::detail::fused_occupancy_dense(s, t); break;  // 16: dense weights
+      default: v = cuda::detail::fused_occupancy_k5(s, t); break;
     }
   }
   cache[key] = std::max(v, 1);
@@ -258,7 +257,9 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.splits = plan.splits;
   a.supertiles_per_split = int(ceil_div(a.supertiles, a.splits));
   a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
-  a.pdl = o.pdl;
+  // After our own rotation kernel (which lets dependents launch at once) the fused
+  // kernel always uses PDL: its weight loads overlap the rotation of x.
+  a.pdl = o.pdl || w.rotation().has_value();
   const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
   a.tiles = int(tiles);
   const bool cta = plan.items == LinearItems::cta;

@@ -1,4 +1,4 @@
-// What kbit::linear and kbit::skinny_gemm share inside src/dispatch.
+// kbit::linear's internals shared inside src/dispatch (workspace, plan helpers).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,6 @@ namespace detail {
 
 inline constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, bounds the partials workspace
 
-// bits: 2..5, or 16 for dense 16-bit weights.
 int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t);
 int linear_sm_count();
 // `requested` splits made valid: 1..supertiles, none empty, and no more partial rows

@@ -1,19 +1,20 @@
-// kbit::skinny_gemm: checks, plan, and the launch of the fused kernel on dense weights.
+// kbit::skinny_gemm: checks, plan (tuned table or heuristic) and launch of the
+// skinny kernel (src/cuda/skinny).
 #include "kbit/skinny.h"
 
 #include <algorithm>
 
 #include "core/checks.h"
+#include "kbit/cuda.h"
 #include "cuda/device_checks.h"
-#include "cuda/linear/fused_args.h"
+#include "cuda/skinny/skinny_args.h"
 #include "dispatch/linear_configs.h"
 #include "dispatch/linear_internal.h"
 
 namespace kbit {
 namespace {
 
-constexpr int kDense = 16;
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int kDense = 16;  // the table's bit width for dense 16-bit weights
 
 void check_view(const TensorView& v, std::string_view what) {
   detail::check_float_view(v, what);
@@ -22,8 +23,50 @@ void check_view(const TensorView& v, std::string_view what) {
   cuda::detail::check_device_pointer(v.data, what);
 }
 
-void run(const TensorView& a, const TensorView& w, const MutableTensorView& c, LinearWorkspace* ws, cudaStream_t stream,
-         const SkinnyOptions& o) {
+int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
+
+cuda::detail::SkinnyShape shape_of(const SkinnyPlan& p) {
+  return {p.n_tiles, p.warps, p.stripes, p.unroll, p.splits};
+}
+
+}  // namespace
+
+std::string SkinnyPlan::describe() const {
+  return "w=" + std::to_string(warps) + ",r=" + std::to_string(stripes) + ",u=" + std::to_string(unroll) +
+         ",s=" + std::to_string(splits);
+}
+
+SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) {
+  KBIT_REQUIRE(m > 0 && n > 0 && k > 0, "skinny_gemm: sizes must be positive, got M=", m, " N=", n, " K=", k);
+  KBIT_REQUIRE(m <= kMaxSkinnyM, "skinny_gemm: M = ", m, " is outside 1..", kMaxSkinnyM, " (use cuBLAS for larger M)");
+  SkinnyPlan p;
+  p.n_tiles = tiles_for(m);
+  const bool forced = o.warps || o.stripes || o.unroll || o.splits;
+  const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
+  if (c && c->n_tiles != p.n_tiles) c = nullptr;  // an entry tuned for another token-tile count
+  p.source = forced ? "forced" : c ? "table" : "heuristic";
+  p.warps = o.warps ? o.warps : c ? c->warps : 8;
+  p.stripes = o.stripes ? o.stripes : c ? c->stripes : 1;
+  p.unroll = o.unroll ? o.unroll : c ? c->unroll : (p.n_tiles <= 2 ? 8 : 4) / p.stripes;
+  const int64_t k_steps = (k + 31) / 32;
+  if (o.splits || c) {
+    p.splits = o.splits ? o.splits : c->splits;
+  } else {
+    // Split K over a cluster until the grid covers the GPU about twice, keeping at least
+    // two batches of loads per split.
+    const int64_t groups = (n + 16 * p.stripes - 1) / (16 * p.stripes);
+    // Planning without a GPU (host tests) assumes the H200's 132 SMs.
+    const int64_t target = 2 * int64_t(cuda::device_available() ? detail::linear_sm_count() : 132);
+    while (p.splits < 8 && groups * p.splits < target && k_steps >= int64_t(4) * p.splits * p.unroll) p.splits *= 2;
+  }
+  // Never an empty split: each CTA of a cluster needs at least one 32-column step.
+  while (p.splits > 1 && p.splits > k_steps) p.splits /= 2;
+  cuda::detail::check_skinny_shape(shape_of(p));
+  return p;
+}
+
+void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorView& c, cudaStream_t stream,
+                 const SkinnyOptions& o) {
   check_view(a, "skinny_gemm A");
   check_view(w, "skinny_gemm W");
   check_view(c, "skinny_gemm C");
@@ -33,83 +76,35 @@ void run(const TensorView& a, const TensorView& w, const MutableTensorView& c, L
   KBIT_REQUIRE(w.dtype == a.dtype && c.dtype == a.dtype, "skinny_gemm: A, W and C must share one dtype, got ",
                dtype_name(a.dtype), ", ", dtype_name(w.dtype), ", ", dtype_name(c.dtype));
   KBIT_REQUIRE(k % 8 == 0, "skinny_gemm: K = ", k, " must be a multiple of 8");
-  KBIT_REQUIRE(m >= 1 && m <= 64, "skinny_gemm: M = ", m, " is outside 1..64 (use cuBLAS for larger M)");
+  KBIT_REQUIRE(m >= 1 && m <= kMaxSkinnyM, "skinny_gemm: M = ", m, " is outside 1..", kMaxSkinnyM,
+               " (use cuBLAS for larger M)");
+  KBIT_REQUIRE(n < (int64_t(1) << 31) && k < (int64_t(1) << 31), "skinny_gemm: N and K must be below 2^31");
   KBIT_REQUIRE(reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.stride() % 8 == 0,
                "skinny_gemm: W's rows must be 16-byte aligned (pointer ", w.data, ", row stride ", w.stride(), ")");
+  KBIT_REQUIRE(reinterpret_cast<uintptr_t>(a.data) % 2 == 0 && reinterpret_cast<uintptr_t>(c.data) % 2 == 0,
+               "skinny_gemm: A and C must be 2-byte aligned");
   if (o.residual.data) {
     check_view(o.residual, "skinny_gemm residual");
     KBIT_REQUIRE(o.residual.rows == m && o.residual.cols == n && o.residual.dtype == a.dtype,
-                 "skinny_gemm: residual must be [", m, ", ", n, "] ", dtype_name(a.dtype));
+                 "skinny_gemm: residual must be [", m, ", ", n, "] ", dtype_name(a.dtype), ", got [", o.residual.rows,
+                 ", ", o.residual.cols, "] ", dtype_name(o.residual.dtype));
   }
-  if (o.bias) cuda::detail::check_device_pointer(o.bias, "skinny_gemm bias");
-  if (ws) {
-    const auto& lim = ws->limits();
-    KBIT_REQUIRE(m <= lim.max_m && n <= lim.max_n, "skinny_gemm: [M=", m, ", N=", n,
-                 "] exceeds the workspace limits [", lim.max_m, ", ", lim.max_n, "]");
+  if (o.bias) {
+    cuda::detail::check_device_pointer(o.bias, "skinny_gemm bias");
+    KBIT_REQUIRE(reinterpret_cast<uintptr_t>(o.bias) % 2 == 0, "skinny_gemm bias: pointer ", o.bias,
+                 " is not 2-byte aligned");
   }
-  const LinearPlan plan = plan_skinny(m, n, k, ws != nullptr, o);
-  cuda::detail::FusedArgs f;
-  f.dense_w = static_cast<const uint16_t*>(w.data), f.ldw = w.stride();
-  f.x = a.data, f.ldx = a.stride();
-  f.y = c.data, f.ldy = c.stride();
-  f.bias = o.bias;
-  f.residual = o.residual.data, f.ldr = o.residual.data ? o.residual.stride() : 0;
-  f.M = int(m), f.N = int(n), f.K = int(k);
-  f.supertiles = int(ceil_div(k, 128)), f.stripes = int(ceil_div(n, 16));
-  f.splits = plan.splits;
-  f.supertiles_per_split = int(ceil_div(f.supertiles, f.splits));
-  f.tiles = int(ceil_div(m, 8 * plan.n_tiles));
-  f.x_vec = reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && a.stride() % 8 == 0;
-  f.pdl = o.pdl;
-  const bool cta = plan.items == LinearItems::cta;
-  f.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(kDense, plan.n_tiles, plan.warps, cta, a.dtype);
-  if (plan.splits > 1) {
-    auto& impl = ws->impl();
-    f.partials = static_cast<float*>(impl.partials.data());
-    f.counters = static_cast<unsigned*>(impl.counters.data());
-  }
-  cuda::detail::launch_fused_dense(f, {plan.n_tiles, plan.warps, cta}, a.dtype, stream);
-}
-
-}  // namespace
-
-LinearPlan plan_skinny(int64_t m, int64_t n, int64_t k, bool with_workspace, const SkinnyOptions& o) {
-  KBIT_REQUIRE(m > 0 && n > 0 && k > 0, "skinny_gemm: sizes must be positive, got M=", m, " N=", n, " K=", k);
-  LinearPlan p;
-  const bool forced = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
-  // The tuned table (bits 16 = dense weights); an entry that needs splits is used only with a workspace.
-  const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
-  if (c && c->splits > 1 && !with_workspace) c = nullptr;
-  p.source = forced ? "forced" : c ? "table" : "heuristic";
-  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
-  p.warps = o.warps ? o.warps : c ? c->warps : 8;
-  p.items = o.items != LinearItems::automatic ? o.items : c ? c->items : LinearItems::cta;
-  KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
-               "skinny_gemm: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
-  KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "skinny_gemm: warps must be 4 or 8, got ", p.warps);
-  if (!with_workspace) {
-    KBIT_REQUIRE(o.splits <= 1, "skinny_gemm: splits = ", o.splits, " needs a LinearWorkspace");
-    KBIT_REQUIRE(p.items == LinearItems::cta, "skinny_gemm: warp items without splits leave K to one warp; pass a "
-                                              "workspace or use CTA items");
-    p.splits = 1;
-    return p;
-  }
-  p.splits = o.splits ? o.splits
-             : c      ? c->splits
-                      : detail::linear_heuristic_splits(m, n, k, kDense, p.n_tiles, p.warps,
-                                                        p.items == LinearItems::cta, DType::bf16);
-  p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
-  return p;
-}
-
-void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorView& c, cudaStream_t stream,
-                 const SkinnyOptions& o) {
-  run(a, w, c, nullptr, stream, o);
-}
-
-void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorView& c, LinearWorkspace& workspace,
-                 cudaStream_t stream, const SkinnyOptions& o) {
-  run(a, w, c, &workspace, stream, o);
+  const SkinnyPlan plan = plan_skinny(m, n, k, o);
+  cuda::detail::SkinnyArgs s;
+  s.w = static_cast<const uint16_t*>(w.data), s.ldw = w.stride();
+  s.x = a.data, s.ldx = a.stride();
+  s.y = c.data, s.ldy = c.stride();
+  s.bias = o.bias;
+  s.residual = o.residual.data, s.ldr = o.residual.data ? o.residual.stride() : 0;
+  s.M = int(m), s.N = int(n), s.K = int(k);
+  s.x_vec = reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && a.stride() % 8 == 0;
+  s.pdl = o.pdl;
+  cuda::detail::launch_skinny(s, shape_of(plan), a.dtype, stream);
 }
 
 }  // namespace kbit

@@ -1,7 +1,7 @@
 // kbit::skinny_gemm against an fp64 CPU reference: every M in 1..16, with and
 // without residual, bf16 and fp16, N in {8, 100, 7168}, K in {8, 3584, 3592},
-// random inputs, poisoned outputs, with and without a workspace; bit identity;
-// bad input.
+// random inputs, poisoned outputs, the planned shape and a cluster split; every
+// kernel shape bit-identical run to run; PDL chains; bad input.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -45,7 +45,6 @@ std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const Ho
 TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
   KBIT_SKIP_WITHOUT_GPU();
   uint64_t seed = 1;
-  LinearWorkspace ws({16, 7168, 3592, false});
   for (int64_t n : {8, 100, 7168})
     for (int64_t k : {8, 3584, 3592})
       for (DType dt : {DType::bf16, DType::f16}) {
@@ -57,20 +56,17 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
         const auto ref_plain = reference(a, w, nullptr, 16), ref_res = reference(a, w, &r, 16);
         for (int64_t m = 1; m <= 16; ++m)
           for (bool residual : {false, true})
-            for (bool with_ws : {false, true}) {
+            for (bool split : {false, true}) {
               const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " " +
                                        std::string(dtype_name(dt)) + " M=" + std::to_string(m) +
-                                       (residual ? " residual" : "") + (with_ws ? " workspace" : "");
+                                       (residual ? " residual" : "") + (split ? " split" : "");
               ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
               SkinnyOptions o;
               if (residual) o.residual = TensorView{rd.data(), dt, m, n};
               const TensorView av{ad.data(), dt, m, k}, wv{wd.data(), dt, n, k};
               const MutableTensorView cv{cd.data(), dt, m, n};
-              if (with_ws) {
-                ASSERT_NO_THROW(skinny_gemm(av, wv, cv, ws, nullptr, o)) << what;
-              } else {
-                ASSERT_NO_THROW(skinny_gemm(av, wv, cv, nullptr, o)) << what;
-              }
+              if (split) o.splits = 4, o.warps = 4;  // a cluster of 4 CTAs per row group (fewer if K is short)
+              ASSERT_NO_THROW(skinny_gemm(av, wv, cv, nullptr, o)) << what;
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
               const auto got = download16(cd.data(), size_t(16 * n));
               const auto& ref = residual ? ref_res : ref_plain;
@@ -86,23 +82,31 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
   const HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
   const auto ref = reference(a, w, nullptr, m);
   Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
-  LinearWorkspace ws({m, n, k, false});
-  for (int nt : {2, 4, 8})
+  // Every instantiated (warps, stripes, unroll) at M = 16 (n_tiles 2) and, with a larger
+  // A, M = 24 and 32 (n_tiles 4), each with and without a cluster split of K.
+  const int64_t big_m = 32;
+  const HostMatrix a_big = random_matrix(big_m, k, DType::bf16, 7);
+  const auto ref_big = reference(a_big, w, nullptr, big_m);
+  Buffer abd = upload(a_big), cbd = Buffer::allocate(Memory::device, size_t(big_m * n) * 2);
+  for (int64_t mm : {m, int64_t(24), big_m}) {
+    const int lo = mm <= 16 ? 4 : 2;
     for (int warps : {4, 8})
-      for (int splits : {1, 4})
-        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
-          SkinnyOptions o;
-          o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;
-          const std::string what = "nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
-                                   " splits=" + std::to_string(splits) + (items == LinearItems::cta ? " cta" : " warp");
-          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
-                      MutableTensorView{cd.data(), DType::bf16, m, n}, ws, nullptr, o);
-          const auto first = download16(cd.data(), size_t(m * n));
-          EXPECT_LE(relative_error(DType::bf16, first, ref, m * n), 1e-2) << what;
-          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
-                      MutableTensorView{cd.data(), DType::bf16, m, n}, ws, nullptr, o);
-          EXPECT_EQ(download16(cd.data(), size_t(m * n)), first) << what;
-        }
+      for (int work : {lo, 2 * lo})
+        for (int stripes : {1, 2})
+          for (int splits : {1, 2, 8}) {
+            SkinnyOptions o;
+            o.warps = warps, o.stripes = stripes, o.unroll = work / stripes, o.splits = splits;
+            const std::string what = "M=" + std::to_string(mm) + " " + plan_skinny(mm, n, k, o).describe();
+            const TensorView av{mm == m ? ad.data() : abd.data(), DType::bf16, mm, k};
+            const MutableTensorView cv{mm == m ? cd.data() : cbd.data(), DType::bf16, mm, n};
+            ASSERT_EQ(cudaMemset(cv.data, 0xff, size_t(mm * n) * 2), cudaSuccess);
+            skinny_gemm(av, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
+            const auto first = download16(cv.data, size_t(mm * n));
+            EXPECT_LE(relative_error(DType::bf16, first, mm == m ? ref : ref_big, mm * n), 1e-2) << what;
+            skinny_gemm(av, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
+            EXPECT_EQ(download16(cv.data, size_t(mm * n)), first) << what;
+          }
+  }
 }
 
 TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
@@ -147,14 +151,17 @@ TEST(GpuSkinny, BadInputIsAClearError) {
   expect_error([&] { skinny_gemm(TensorView{buf.data(), DType::bf16, 4, 60}, TensorView{buf.data(), DType::bf16, 32, 60},
                                  c, nullptr); }, "multiple of 8");
   expect_error([&] { skinny_gemm(a, TensorView{buf.data(), DType::f16, 32, 64}, c, nullptr); }, "one dtype");
-  expect_error([&] { skinny_gemm(TensorView{buf.data(), DType::bf16, 65, 64}, w,
-                                 MutableTensorView{buf.data(), DType::bf16, 65, 32}, nullptr); }, "1..64");
+  expect_error([&] { skinny_gemm(TensorView{buf.data(), DType::bf16, 33, 64}, w,
+                                 MutableTensorView{buf.data(), DType::bf16, 33, 32}, nullptr); }, "1..32");
   expect_error([&] { skinny_gemm(a, TensorView{static_cast<char*>(buf.data()) + 2, DType::bf16, 32, 64}, c, nullptr); },
                "16-byte aligned");
   expect_error([&] { skinny_gemm(a, w, MutableTensorView{buf.data(), DType::bf16, 4, 31}, nullptr); }, "expected [4, 32]");
   SkinnyOptions o;
   o.splits = 3;
-  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "needs a LinearWorkspace");
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "cluster size");
+  o = {};
+  o.stripes = 2, o.unroll = 8;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "stripes * unroll");
 }
 
 }  // namespace

@@ -59,37 +59,47 @@ TEST(LinearPlan, PathsByM) {
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
-  EXPECT_EQ(plan_skinny(1, 7168, 3584, false).n_tiles, 1);
-  EXPECT_EQ(plan_skinny(16, 7168, 3584, false).n_tiles, 2);
-  EXPECT_EQ(plan_skinny(16, 7168, 3584, false).splits, 1);
-  const LinearPlan p = plan_skinny(1, 7168, 3584, true);
-  EXPECT_GE(p.splits, 1);
-  EXPECT_LE(p.splits, 28);
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).n_tiles, 1);
+  EXPECT_EQ(plan_skinny(16, 7168, 3584).n_tiles, 2);
+  EXPECT_EQ(plan_skinny(17, 7168, 3584).n_tiles, 4);
+  EXPECT_EQ(plan_skinny(32, 7168, 3584).n_tiles, 4);
+  // 448 row groups cover 132 SMs: no cluster split; 32 row groups (N = 512) need one.
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).splits, 1);
+  EXPECT_GT(plan_skinny(1, 512, 2048).splits, 1);
+  EXPECT_EQ(plan_skinny(1, 512, 8).splits, 1);  // one 32-column step: no split can be non-empty
   SkinnyOptions o;
-  o.splits = 2;
-  EXPECT_THROW(plan_skinny(1, 64, 64, false, o), Error);
+  o.splits = 8;
+  o.unroll = 8;
+  EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 2);  // K = 64 is two steps
+  EXPECT_STREQ(plan_skinny(1, 64, 64, o).source, "forced");
   o = {};
-  o.items = LinearItems::warp;
-  EXPECT_THROW(plan_skinny(1, 64, 64, false, o), Error);
-  o.n_tiles = 3;
-  EXPECT_THROW(plan_skinny(1, 64, 64, true, o), Error);
+  o.splits = 3;
+  EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
+  o = {};
+  o.warps = 6;
+  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
+  o = {};
+  o.unroll = 3;
+  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
+  EXPECT_THROW(plan_skinny(33, 64, 64), Error);
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=8,r=1,u=8,s=1");
 }
 
 TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
-  const auto c = bench::parse_skinny_config("nt=2,w=4,s=3,items=warp");
+  const auto c = bench::parse_skinny_config("w=4,r=2,u=2,s=4");
   EXPECT_EQ(c.bits, 16);
-  EXPECT_EQ(c.n_tiles, 2);
   EXPECT_EQ(c.warps, 4);
-  EXPECT_EQ(c.splits, 3);
-  EXPECT_EQ(c.items, LinearItems::warp);
-  EXPECT_EQ(bench::skinny_config_name(c), "nt=2,w=4,s=3,items=warp");
-  EXPECT_THROW(bench::parse_skinny_config("nt=two"), Error);
+  EXPECT_EQ(c.stripes, 2);
+  EXPECT_EQ(c.unroll, 2);
+  EXPECT_EQ(c.splits, 4);
+  EXPECT_EQ(bench::skinny_config_name(c), "w=4,r=2,u=2,s=4");
+  EXPECT_THROW(bench::parse_skinny_config("w=two,u=8"), Error);
   EXPECT_THROW(bench::parse_skinny_config("speed=9"), Error);
-  EXPECT_THROW(bench::parse_skinny_config("items=block"), Error);
+  EXPECT_THROW(bench::parse_skinny_config("w=8"), Error);  // no unroll
   std::vector<bench::SkinnyBenchRow> rows(4);
   for (int i = 0; i < 4; ++i) {
     rows[size_t(i)].backend = "kbit_skinny", rows[size_t(i)].m = 1, rows[size_t(i)].valid = true;
-    rows[size_t(i)].median_us = 10.0 - i, rows[size_t(i)].plan.splits = i + 1, rows[size_t(i)].plan.us = 10.0 - i;
+    rows[size_t(i)].median_us = 10.0 - i, rows[size_t(i)].plan.splits = 1 << i, rows[size_t(i)].plan.us = 10.0 - i;
   }
   rows[3].valid = false;       // fastest but wrong
   rows[2].spill_bytes = 8;     // second fastest but spills

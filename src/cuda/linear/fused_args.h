@@ -16,8 +16,6 @@ struct FusedArgs {
   const uint2* words = nullptr;   // mma16 words, as [stripe][supertile][plane][lane] 8-byte units
   const uint2* scales = nullptr;  // mma16 scales, as [stripe][supertile][g] 8-byte units
   const DeviceMeta* meta = nullptr;
-  const uint16_t* dense_w = nullptr;  // dense path (skinny_gemm): W[N, K] 16-bit, rows of ldw elements
-  int64_t ldw = 0;
   const void* x = nullptr;  // [M, K] rows of ldx elements (f16 or bf16)
   int64_t ldx = 0;
   void* y = nullptr;  // [M, N] rows of ldy elements, x's dtype
@@ -50,8 +48,6 @@ void launch_fused_k2(const FusedArgs& a, FusedShape s, DType t, cudaStream_t str
 void launch_fused_k3(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 void launch_fused_k4(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 void launch_fused_k5(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
-// The same kernel on dense 16-bit weights (kbit::skinny_gemm): no decode, no scales.
-void launch_fused_dense(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 
 }  // namespace kbit::cuda::detail
 
@@ -61,12 +57,4 @@ int fused_occupancy_k2(FusedShape s, DType t);
 int fused_occupancy_k3(FusedShape s, DType t);
 int fused_occupancy_k4(FusedShape s, DType t);
 int fused_occupancy_k5(FusedShape s, DType t);
-int fused_occupancy_dense(FusedShape s, DType t);
-
-// Registers per thread and local (spill) bytes per thread of an instantiation.
-struct FusedKernelInfo {
-  int registers = 0;
-  int local_bytes = 0;
-};
-FusedKernelInfo fused_info_dense(FusedShape s, DType t);
 }  // namespace kbit::cuda::detail

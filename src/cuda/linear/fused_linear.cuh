@@ -37,12 +37,9 @@
 
 namespace kbit::cuda::detail {
 
-// KB = 16 means dense 16-bit weights (kbit::skinny_gemm): W[N, K] row-major, no decode.
-inline constexpr int kDenseWeights = 16;
-
 template <int KB>
 struct PairLut {
-  static constexpr int entries = (KB == 2 || KB == kDenseWeights) ? 0 : 1 << (2 * KB);
+  static constexpr int entries = KB == 2 ? 0 : 1 << (2 * KB);
   static constexpr int replicas = KB == 5 ? 8 : 32;
   static constexpr int words = entries * replicas;  // 32 KB at most
 };
@@ -169,29 +166,17 @@ struct Stage {
   uint2 w[KB];
   uint2 scales;
 };
-// Dense weights: per lane and supertile, rows g and g+8, 8 elements of each of the 4 blocks.
-template <>
-struct Stage<kDenseWeights> {
-  uint4 w[2][4];
-};
-
-__device__ __forceinline__ uint4 load_stream16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
 
 template <int KB, typename T, int NT, int WARPS, bool CTA>
 __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
   // CTA: the WARPS warps of a CTA share each item, interleaving its supertiles, and
   // reduce through shared memory; otherwise each warp runs whole items on its own.
   constexpr int kStride = CTA ? WARPS : 1;
-  constexpr bool kDense = KB == kDenseWeights;
-  // supertiles of weight loads in flight per warp (dense: one, 4 KB per warp)
-  constexpr int D = kDense ? 1 : KB == 2 ? 4 : (KB == 3 ? 3 : 2);
+  // supertiles of weight loads in flight per warp
+  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
   using Lut = PairLut<KB>;
   using StageT = Stage<KB>;
-  constexpr bool kPrefetchX = NT == 1 && !kDense;  // M <= 8: next supertile's activations one step ahead
+  constexpr bool kPrefetchX = NT == 1;  // M <= 8: next supertile's activations one step ahead
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
@@ -200,13 +185,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const DeviceMeta* meta = args.meta;
 
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
-  if constexpr (!kDense) {
-    if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = to_bits16<T>(meta->codebook[threadIdx.x]);
-    __syncthreads();
-  }
+  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = to_bits16<T>(meta->codebook[threadIdx.x]);
+  __syncthreads();
   uint32_t pool_lo = 0, pool_hi = 0;
-  if constexpr (kDense) {
-  } else if constexpr (KB == 2) {
+  if constexpr (KB == 2) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       pool_lo |= (cb16[i] & 0xffu) << (8 * i);
@@ -220,7 +202,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     }
     __syncthreads();
   }
-  const float ts = kDense ? 1.0f : meta->tensor_scale * kScalePairFactor<T>;
+  const float ts = meta->tensor_scale * kScalePairFactor<T>;
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int items = args.stripes * args.splits * args.tiles;
@@ -234,13 +216,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     const int st_begin = split * args.supertiles_per_split;
     const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
     const int st_first = st_begin + (CTA ? warp : 0);  // may be past st_end in CTA mode: no work
-    const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * (kDense ? 0 : KB) * 32 + lane;
+    const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
     const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
-    // dense: this lane's rows g and g+8 (clamped to N-1; their results are never stored), column 8c
-    const uint16_t* drow[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      drow[h] = args.dense_w + int64_t(min(stripe * 16 + g + 8 * h, args.N - 1)) * args.ldw + 8 * c;
 
     float acc[NT][4];
 #pragma unroll
@@ -255,21 +232,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     const int64_t unit_words = int64_t(KB) * 32;
     auto load_stage = [&](StageT& sg, int st) {
       const int sc = min(st, st_last);
-      if constexpr (kDense) {
-        const bool full = (sc + 1) * 128 <= args.K;  // K % 8 == 0: a chunk is all in or all out
+      const uint2* p = wbase + sc * unit_words;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int col = sc * 128 + 32 * j;
-            sg.w[h][j] = (full || col + 8 * c + 8 <= args.K) ? load_stream16(drow[h] + col) : make_uint4(0, 0, 0, 0);
-          }
-      } else {
-        const uint2* p = wbase + sc * unit_words;
-#pragma unroll
-        for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(p + u * 32);
-        sg.scales = __ldg(sbase + int64_t(sc) * 8);
-      }
+      for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(p + u * 32);
+      sg.scales = __ldg(sbase + int64_t(sc) * 8);
     };
     // Activations: 16-byte loads where the supertile lies inside K (x_full_end), else the guarded path.
     const int x_full_end = args.x_vec ? args.K / 128 : 0;
@@ -309,11 +275,9 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
           load_x_tile(xnext, 0, min(st + kStride, st_last));
         }
-        uint32_t w[kDense ? 1 : 2 * KB];
-        if constexpr (!kDense) {
+        uint32_t w[2 * KB];
 #pragma unroll
-          for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
-        }
+        for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
         const bool x_full = st < x_full_end;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -331,16 +295,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             uint32_t a[4];
-            if constexpr (kDense) {
-              // local pairs 2s (a0 row g, a1 row g+8) and 2s+1 (a2, a3) of the lane's 8 elements
-              a[0] = s ? cur.w[0][j].z : cur.w[0][j].x, a[2] = s ? cur.w[0][j].w : cur.w[0][j].y;
-              a[1] = s ? cur.w[1][j].z : cur.w[1][j].x, a[3] = s ? cur.w[1][j].w : cur.w[1][j].y;
-            } else {
-              const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
-              decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
-              a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
-              a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
-            }
+            const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
+            decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+            a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
+            a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
               mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
@@ -491,15 +449,6 @@ template <int KB>
 void launch_fused(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
   with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
     launch_fused_instance<KB, T, NT, WARPS, CTA>(a, stream);
-  });
-}
-
-template <int KB>
-FusedKernelInfo fused_info(FusedShape s, DType t) {
-  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
-    cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, fused_linear_kernel<KB, T, NT, WARPS, CTA>), "fused linear: attributes");
-    return FusedKernelInfo{attr.numRegs, int(attr.localSizeBytes)};
   });
 }
 
