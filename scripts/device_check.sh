@@ -74,6 +74,7 @@ fi
 
 if [ "${KBIT_SKINNY:-0}" = 1 ]; then
   log "kbit tune skinny ${KBIT_SKINNY_ARGS:---mode selected}"
+  [ -f "$OUT/linear_configs.json" ] || cp data/linear_configs.json "$OUT/linear_configs.json"  # for --table-out
   timeout "${KBIT_SKINNY_TIMEOUT:-240}" build-dev/kbit tune skinny ${KBIT_SKINNY_ARGS:---mode selected} \
     --json "$OUT/skinny.jsonl" > "$OUT/skinny.txt" 2> "$LOGS/skinny_progress.txt"
   log "tune skinny rc=$?"; cat "$OUT/skinny.txt" | tee -a "$OUT/summary.txt"
