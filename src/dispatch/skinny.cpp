@@ -51,6 +51,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   const int64_t k_steps = (k + 31) / 32;
   if (o.splits || c) {
     p.splits = o.splits ? o.splits : c->splits;
+    cuda::detail::check_skinny_shape(shape_of(p));  // a bad request is an error before it is trimmed
   } else {
     // Split K over a cluster until the grid covers the GPU about twice, keeping at least
     // two batches of loads per split.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "kbit/error.h"
 #include "kbit/skinny.h"
@@ -66,6 +68,7 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
               const TensorView av{ad.data(), dt, m, k}, wv{wd.data(), dt, n, k};
               const MutableTensorView cv{cd.data(), dt, m, n};
               if (split) o.splits = 4, o.warps = 4;  // a cluster of 4 CTAs per row group (fewer if K is short)
+              if (std::getenv("KBIT_TEST_TRACE")) std::fprintf(stderr, "%s: %s\n", what.c_str(), plan_skinny(m, n, k, o).describe().c_str());
               ASSERT_NO_THROW(skinny_gemm(av, wv, cv, nullptr, o)) << what;
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
               const auto got = download16(cd.data(), size_t(16 * n));
