@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A short device session: build the CLI and the GPU tests only, then run the steps
+# named in KBIT_STEPS (each under its own timeout), logs under $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/kbit-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+COMMIT=${KBIT_COMMIT:-unknown}
+echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $COMMIT"
+cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBIT_GIT_COMMIT="$COMMIT" -DCMAKE_CUDA_FLAGS="-Xptxas=-v" \
+  > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
+ninja -C build-dev kbit tests/kbit_gpu_tests > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+echo "== built; kernels with spills: $(grep -c -E '[1-9][0-9]* bytes spill' "$OUT/build.log")"
+for step in ${KBIT_STEPS:-}; do
+  case $step in
+    test:*) f=${step#test:}; echo "== gtest $f"
+      KBIT_TEST_TRACE=${KBIT_TEST_TRACE:-} timeout "${KBIT_TEST_TIMEOUT:-120}" build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/test_${f//[^A-Za-z0-9]/_}.log" 2>&1
+      echo "rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure|ms\)$" "$OUT/test_${f//[^A-Za-z0-9]/_}.log" | tail -12; tail -3 "$OUT/test_${f//[^A-Za-z0-9]/_}.log" ;;
+    hadamard) echo "== kbit bench hadamard"
+      timeout 150 build-dev/kbit bench hadamard --json "$OUT/hadamard.jsonl" > "$OUT/hadamard.txt" 2>&1; echo "rc=$?"; cat "$OUT/hadamard.txt" ;;
+    skinny_sweep) echo "== kbit tune skinny --mode sweep"
+      cp data/linear_configs.json "$OUT/linear_configs.json"
+      timeout "${KBIT_SKINNY_TIMEOUT:-200}" build-dev/kbit tune skinny --mode sweep --table-out "$OUT/linear_configs.json" \
+        --json "$OUT/skinny_sweep.jsonl" > "$OUT/skinny_sweep.txt" 2> "$OUT/skinny_sweep_progress.txt"
+      echo "rc=$?"; tail -3 "$OUT/skinny_sweep_progress.txt" ;;
+    racecheck:*) f=${step#racecheck:}; echo "== racecheck $f"
+      timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/racecheck.log" 2>&1
+      echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)" ;;
+    memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
+      timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/memcheck.log" 2>&1
+      echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" ;;
+  esac
+done
