@@ -9,10 +9,19 @@ COMMIT=${KBIT_COMMIT:-unknown}
 echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $COMMIT"
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DKBIT_GIT_COMMIT="$COMMIT" -DCMAKE_CUDA_FLAGS="-Xptxas=-v" \
   > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
-ninja -C build-dev kbit tests/kbit_gpu_tests > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+ninja -C build-dev ${KBIT_TARGETS:-kbit tests/kbit_gpu_tests} > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
 echo "== built; kernels with spills: $(grep -c -E '[1-9][0-9]* bytes spill' "$OUT/build.log")"
 for step in ${KBIT_STEPS:-}; do
   case $step in
+    ctest) echo "== ctest -L gpu"
+      (cd build-dev && timeout 150 ctest -L gpu --output-on-failure --timeout 120 -j4) > "$OUT/ctest_gpu.log" 2>&1
+      echo "rc=$?"; grep -E "tests passed|Failed|FAILED|Timeout" "$OUT/ctest_gpu.log" | head -12 ;;
+    model_bench) echo "== kbit bench --model all ${KBIT_BENCH_ARGS:-}"
+      timeout "${KBIT_BENCH_TIMEOUT:-100}" build-dev/kbit bench --model all ${KBIT_BENCH_ARGS:-} --json "$OUT/model_bench.jsonl" \
+        > "$OUT/model_bench.txt" 2> "$OUT/model_bench_progress.txt"; echo "rc=$?" ;;
+    stream_bench) echo "== kbit stream-bench ${KBIT_STREAM_ARGS:-}"
+      timeout "${KBIT_STREAM_TIMEOUT:-100}" build-dev/kbit stream-bench ${KBIT_STREAM_ARGS:-} > "$OUT/stream_bench.txt" 2>&1
+      echo "rc=$?"; cat "$OUT/stream_bench.txt" | tail -30 ;;
     test:*) f=${step#test:}; echo "== gtest $f"
       KBIT_TEST_TRACE=${KBIT_TEST_TRACE:-} timeout "${KBIT_TEST_TIMEOUT:-120}" build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/test_${f//[^A-Za-z0-9]/_}.log" 2>&1
       echo "rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure|ms\)$" "$OUT/test_${f//[^A-Za-z0-9]/_}.log" | tail -12; tail -3 "$OUT/test_${f//[^A-Za-z0-9]/_}.log" ;;
@@ -20,14 +29,14 @@ for step in ${KBIT_STEPS:-}; do
       timeout 150 build-dev/kbit bench hadamard --json "$OUT/hadamard.jsonl" > "$OUT/hadamard.txt" 2>&1; echo "rc=$?"; cat "$OUT/hadamard.txt" ;;
     skinny_sweep) echo "== kbit tune skinny --mode sweep"
       cp data/linear_configs.json "$OUT/linear_configs.json"
-      timeout "${KBIT_SKINNY_TIMEOUT:-200}" build-dev/kbit tune skinny --mode sweep --table-out "$OUT/linear_configs.json" \
+      timeout "${KBIT_SKINNY_TIMEOUT:-100}" build-dev/kbit tune skinny --mode sweep --table-out "$OUT/linear_configs.json" \
         --json "$OUT/skinny_sweep.jsonl" > "$OUT/skinny_sweep.txt" 2> "$OUT/skinny_sweep_progress.txt"
       echo "rc=$?"; tail -3 "$OUT/skinny_sweep_progress.txt" ;;
     racecheck:*) f=${step#racecheck:}; echo "== racecheck $f"
-      timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/racecheck.log" 2>&1
+      timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/racecheck.log" 2>&1
       echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)" ;;
     memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
-      timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/memcheck.log" 2>&1
+      timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/memcheck.log" 2>&1
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" ;;
   esac
 done

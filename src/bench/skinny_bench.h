@@ -18,7 +18,7 @@ struct SkinnyBenchOptions {
   std::vector<int64_t> ms{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   bool residual = true;
   std::string mode = "selected";  // baseline, sweep, selected
-  std::string config;             // selected: "w=8,r=1,u=8,s=2" instead of the table
+  std::string config;             // selected: "w=8,r=1,u=4,s=2" instead of the table
   double cache_multiplier = 3.0;
   int max_buffers = 256;
   int repeats = 15;
@@ -41,7 +41,7 @@ struct SkinnyBenchRow {
   detail::LinearConfig plan;  // kbit rows: the configuration as a table entry
 };
 
-// "w=8,r=1,u=8,s=2" <-> a table entry (bits 16).
+// "w=8,r=1,u=4,s=2" <-> a table entry (bits 16).
 detail::LinearConfig parse_skinny_config(const std::string& text);
 std::string skinny_config_name(const detail::LinearConfig& c);
 

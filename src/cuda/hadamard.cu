@@ -9,11 +9,13 @@
 //   shuffles. No shared memory, no barrier; grid-stride over chunks, several chunks
 //   per warp in flight when E is small.
 // - CTA kernel, every other supported B (2^m up to 32768, p * 2^m with p in
-//   {12, 20, 28}) up to 57344: one CTA of 512 threads per chunk. Element (a, b) of
+//   {12, 20, 28}) up to 57344: CTAs of 512 threads. Element (a, b) of
 //   the chunk (a < p, b < q) sits at a*q + b. Loads of 8 contiguous elements do the
 //   first 3 butterfly stages in registers, the rest run in shared memory (fp32, 4 B
 //   per element) two stages per barrier; the order-p mix reads a column of p values
-//   and writes its outputs straight to global memory.
+//   and writes its outputs straight to global memory, one FFMA per term (H_p as
+//   float parameters). With few chunks (decode), up to 8 CTAs share a chunk: each
+//   redoes the power-of-two stages and mixes its slice of the columns.
 // Both kernels call griddepcontrol.launch_dependents first so that a following
 // kernel launched with programmatic dependent launch (kbit::linear) can start
 // loading its weights while x is rotated.
@@ -47,11 +49,6 @@ template <int Words>
 struct SignBits {
   int used;  // 0: D = I
   uint32_t w[Words];
-};
-
-// Bit c of row[a] set means the mixing matrix (H_p, or H_p^T for the inverse) has -1 at (a, c).
-struct SmallHadamardRows {
-  uint32_t row[28];
 };
 
 __device__ __forceinline__ void allow_dependents_to_launch() {
@@ -112,6 +109,7 @@ __device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
 
 __device__ __forceinline__ int64_t chunk_offset(const ChunkGrid& g, int64_t c, int64_t stride) {
   if (g.chunks_per_row == 1) return c * stride;
+  if (stride == g.chunks_per_row * g.chunk) return c * g.chunk;  // packed rows: no division
   const int64_t row = c / g.chunks_per_row;
   return row * stride + (c - row * g.chunks_per_row) * g.chunk;
 }
@@ -139,7 +137,7 @@ __device__ __forceinline__ void apply_signs(float (&v)[N], uint32_t bits) {
 
 // ---- warp kernel: B = 32 * E ----
 template <typename T, int E>
-__global__ void __launch_bounds__(kWarpKernelThreads) hadamard_warp_kernel(const T* in, T* out,
+__global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(const T* in, T* out,
                                                                         const ChunkGrid g,
                                                                         const __grid_constant__ SignBits<32> signs) {
   allow_dependents_to_launch();
@@ -191,22 +189,51 @@ __global__ void __launch_bounds__(kWarpKernelThreads) hadamard_warp_kernel(const
   }
 }
 
-// ---- CTA kernel: B = P * q, one CTA per chunk ----
-template <int SignWords>
-__device__ __forceinline__ bool negated(const SignBits<SignWords>& s, int i) {
-  return s.used && ((s.w[i >> 5] >> (i & 31)) & 1u);
+// ---- CTA kernel: B = P * q; `parts` CTAs per chunk ----
+// H_P (or H_P^T for the inverse) as floats: with compile-time indices each +-1 term is
+// one FFMA reading the parameter bank.
+template <int P>
+struct MixTable {
+  float h[P][P];
+};
+
+// Outputs a in [GRP * per, (GRP + 1) * per) of column b: dst[a * q + b].
+template <typename T, int P, int GROUPS, int GRP>
+__device__ __forceinline__ void mix_column(const float (&col)[P], const MixTable<P>& mix, T* dst, int q, int b,
+                                           float scale, const uint32_t* inverse_signs) {
+  constexpr int kPer = (P + GROUPS - 1) / GROUPS, kA0 = GRP * kPer, kA1 = kA0 + kPer < P ? kA0 + kPer : P;
+#pragma unroll
+  for (int a = kA0; a < kA1; ++a) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int c = 0; c < P; ++c) acc = fmaf(col[c], mix.h[a][c], acc);
+    const int i = a * q + b;
+    acc *= scale;
+    if (inverse_signs && ((inverse_signs[i >> 5] >> (i & 31)) & 1u)) acc = -acc;
+    dst[i] = detail::Element<T>::from_float(acc);
+  }
 }
 
 template <typename T, int P, int SignWords>
-__global__ void __launch_bounds__(kCtaThreads) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
-                                                                   const int log2_q, const __grid_constant__ SmallHadamardRows mix,
+__global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                   const int log2_q, const int parts,
+                                                                   const __grid_constant__ MixTable<P> mix,
                                                                    const __grid_constant__ SignBits<SignWords> signs) {
   allow_dependents_to_launch();
-  extern __shared__ float buf[];
+  extern __shared__ float buf[];  // [chunk] values, then [chunk / 32] sign words
   const int chunk = int(g.chunk), q = 1 << log2_q, tid = int(threadIdx.x);
-  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
-  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
+  const int64_t chunk_id = int64_t(blockIdx.x) / parts;
+  const int part = int(int64_t(blockIdx.x) - chunk_id * parts);
+  const T* src = in + chunk_offset(g, chunk_id, g.in_stride);
+  T* dst = out + chunk_offset(g, chunk_id, g.out_stride);
   const bool vec = g.vec != 0;
+  uint32_t* sign_words = reinterpret_cast<uint32_t*>(buf + chunk);
+  if (signs.used) {
+    for (int i = tid; i < (chunk + 31) / 32; i += kCtaThreads) sign_words[i] = signs.w[i];
+    __syncthreads();
+  }
+  auto sign_bits8 = [&](int i) { return signs.used ? (sign_words[i >> 5] >> (i & 31)) & 0xffu : 0u; };
+  auto negated = [&](int i) { return signs.used && ((sign_words[i >> 5] >> (i & 31)) & 1u); };
 
   // Load (signs first when forward); runs of 8 inside one q-run get 3 stages here.
   int h0 = 1;
@@ -215,7 +242,7 @@ __global__ void __launch_bounds__(kCtaThreads) hadamard_cta_kernel(const T* in, 
     for (int i = tid * 8; i < chunk; i += kCtaThreads * 8) {
       float v[8];
       load_run<T, 8>(src + i, vec, v);
-      if (!g.inverse && signs.used) apply_signs(v, (signs.w[i >> 5] >> (i & 31)) & 0xffu);
+      if (!g.inverse) apply_signs(v, sign_bits8(i));
       if (q >= 8) butterflies(v);
 #pragma unroll
       for (int j = 0; j < 8; ++j) buf[i + j] = v[j];
@@ -223,7 +250,7 @@ __global__ void __launch_bounds__(kCtaThreads) hadamard_cta_kernel(const T* in, 
   } else {
     for (int i = tid; i < chunk; i += kCtaThreads) {
       const float v = detail::Element<T>::to_float(src[i]);
-      buf[i] = (!g.inverse && negated(signs, i)) ? -v : v;
+      buf[i] = (!g.inverse && negated(i)) ? -v : v;
     }
   }
   __syncthreads();
@@ -262,34 +289,30 @@ __global__ void __launch_bounds__(kCtaThreads) hadamard_cta_kernel(const T* in, 
         float v[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) v[j] = buf[i + j] * g.scale;
-        if (g.inverse && signs.used) apply_signs(v, (signs.w[i >> 5] >> (i & 31)) & 0xffu);
+        if (g.inverse) apply_signs(v, sign_bits8(i));
         store_run<T, 8>(dst + i, vec, v);
       }
     } else {
       for (int i = tid; i < chunk; i += kCtaThreads) {
         const float v = buf[i] * g.scale;
-        dst[i] = detail::Element<T>::from_float((g.inverse && negated(signs, i)) ? -v : v);
+        dst[i] = detail::Element<T>::from_float((g.inverse && negated(i)) ? -v : v);
       }
     }
   } else {
-    // Order-P mix down each column b: `groups` threads per column share its P outputs.
-    const int groups = q >= kCtaThreads ? 1 : (kCtaThreads / q < P ? kCtaThreads / q : P);
-    const int per_group = (P + groups - 1) / groups;
-    for (int w = tid; w < q * groups; w += kCtaThreads) {
-      const int b = w & (q - 1), grp = w >> log2_q;
+    // Order-P mix down the columns of this CTA's part; 4 threads share a column's outputs.
+    constexpr int kGroups = 4;
+    const int cols = q / parts, col0 = part * cols;
+    const uint32_t* inv = g.inverse && signs.used ? sign_words : nullptr;
+    for (int w = tid; w < cols * kGroups; w += kCtaThreads) {
+      const int grp = w / cols, b = col0 + (w - grp * cols);
       float col[P];
 #pragma unroll
       for (int c = 0; c < P; ++c) col[c] = buf[c * q + b];
-      const int a_end = (grp + 1) * per_group < P ? (grp + 1) * per_group : P;
-      for (int a = grp * per_group; a < a_end; ++a) {
-        const uint32_t minus = mix.row[a];
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < P; ++c) acc += ((minus >> c) & 1u) ? -col[c] : col[c];
-        const int i = a * q + b;
-        acc *= g.scale;
-        if (g.inverse && negated(signs, i)) acc = -acc;
-        dst[i] = detail::Element<T>::from_float(acc);
+      switch (grp) {
+        case 0: mix_column<T, P, kGroups, 0>(col, mix, dst, q, b, g.scale, inv); break;
+        case 1: mix_column<T, P, kGroups, 1>(col, mix, dst, q, b, g.scale, inv); break;
+        case 2: mix_column<T, P, kGroups, 2>(col, mix, dst, q, b, g.scale, inv); break;
+        default: mix_column<T, P, kGroups, 3>(col, mix, dst, q, b, g.scale, inv); break;
       }
     }
   }
@@ -334,23 +357,28 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   const int64_t q = r.size / p;
   int log2_q = 0;
   while ((int64_t(1) << log2_q) < q) ++log2_q;
-  SmallHadamardRows mix{};
-  if (p > 1) {
-    const auto& h = hadamard_small(p);
-    for (int a = 0; a < p; ++a)
-      for (int c = 0; c < p; ++c) {
-        const int8_t s = inverse ? h[size_t(c * p + a)] : h[size_t(a * p + c)];
-        if (s < 0) mix.row[a] |= 1u << c;
-      }
-  }
-  KBIT_REQUIRE(g.chunks <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
-  const size_t smem = size_t(r.size) * sizeof(float);
+  // Few chunks (a decode step's activations): split each chunk's order-p mix over up to 8
+  // CTAs, each redoing the cheap power-of-two stages, so that more SMs share the mix.
+  int parts = 1;
+  while (p > 1 && parts < 8 && g.chunks * parts * 2 <= 2 * int64_t(detail::sm_count()) && q / (parts * 2) >= 32)
+    parts *= 2;
+  KBIT_REQUIRE(g.chunks * parts <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
+  const size_t smem = size_t(r.size) * sizeof(float) + size_t((r.size + 31) / 32) * sizeof(uint32_t);
   auto go = [&]<int P, int Words>() {
+    MixTable<P> mix{};
+    if constexpr (P > 1) {
+      const auto& h = hadamard_small(P);
+      for (int a = 0; a < P; ++a)
+        for (int c = 0; c < P; ++c) mix.h[a][c] = float(inverse ? h[size_t(c * P + a)] : h[size_t(a * P + c)]);
+    } else {
+      mix.h[0][0] = 1.0f;
+    }
     auto kernel = hadamard_cta_kernel<T, P, Words>;
     if (smem > 48 * 1024)
       detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                          "hadamard_rotate: shared memory limit");
-    kernel<<<unsigned(g.chunks), kCtaThreads, smem, stream>>>(in, out, g, log2_q, mix, sign_bits<Words>(r));
+    kernel<<<unsigned(g.chunks * parts), kCtaThreads, smem, stream>>>(in, out, g, log2_q, parts, mix,
+                                                                      sign_bits<Words>(r));
   };
   auto with_p = [&]<int Words>() {
     switch (p) {

@@ -47,7 +47,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   p.source = forced ? "forced" : c ? "table" : "heuristic";
   p.warps = o.warps ? o.warps : c ? c->warps : 8;
   p.stripes = o.stripes ? o.stripes : c ? c->stripes : 1;
-  p.unroll = o.unroll ? o.unroll : c ? c->unroll : (p.n_tiles <= 2 ? 8 : 4) / p.stripes;
+  p.unroll = o.unroll ? o.unroll : c ? c->unroll : 4 / p.stripes;
   const int64_t k_steps = (k + 31) / 32;
   if (o.splits || c) {
     p.splits = o.splits ? o.splits : c->splits;

@@ -69,7 +69,7 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_EQ(plan_skinny(1, 512, 8).splits, 1);  // one 32-column step: no split can be non-empty
   SkinnyOptions o;
   o.splits = 8;
-  o.unroll = 8;
+  o.unroll = 4;
   EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 2);  // K = 64 is two steps
   EXPECT_STREQ(plan_skinny(1, 64, 64, o).source, "forced");
   o = {};
@@ -82,7 +82,7 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   o.unroll = 3;
   EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
-  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=8,r=1,u=8,s=1");
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=8,r=1,u=4,s=1");
 }
 
 TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {

@@ -8,7 +8,7 @@
 // way for both operands (k slots 2c, 2c+1, 2c+8, 2c+9 of MMA 0 hold columns 8c..8c+3,
 // of MMA 1 columns 8c+4..8c+7), so both come straight from one 16-byte load each,
 // with no shuffles and no shared-memory staging. A warp's loads of a row are 64
-// contiguous bytes per step, `unroll` steps per batch.
+// contiguous bytes per step, `unroll` steps per batch, two batches in flight per warp.
 // Launch: grid (row groups of 16 * stripes rows, splits); CTAs of `warps` warps share
 // a row group's K range (batches interleaved), a cluster of `splits` CTAs splits K
 // further. Warps are reduced in shared memory in warp order, the cluster's CTAs
@@ -113,8 +113,9 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
     for (int h = 0; h < 2; ++h)
       wrow[r][h] = a.w + int64_t(min(row_base + 16 * r + g + 8 * h, a.N - 1)) * a.ldw + 8 * c;
 
-  uint4 wv[R][2][U];
-  auto load_batch = [&](int b) {
+  // Two batches of W loads in flight per warp: batch b + WARPS streams in while b computes.
+  using Batch = uint4[R][2][U];
+  auto load_batch = [&](Batch& wv, int b) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int step = s0 + b * U + u;
@@ -135,27 +136,22 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
 
-  int b = warp;
-  if (b < batches) load_batch(b);
-  if (a.pdl) {
-    // Weights do not depend on the previous kernel; A, R and C do.
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  }
   const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
   const uint16_t* xrow[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) xrow[nt] = xbase + int64_t(min(nt * 8 + g, a.M - 1)) * a.ldx + 8 * c;
-
-  for (; b < batches; b += WARPS) {
+  // mma.sync needs the whole warp: the step test is warp-uniform; lanes past K multiply
+  // zero weights by zero activations.
+  auto compute_batch = [&](const Batch& wv, int b) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int step = s0 + b * U + u;
-      const int col = step * 32;
-      if (step < s1 && col + 8 * c < a.K) {
+      if (step < s1) {
+        const int col = step * 32;
+        const bool ok = col + 8 * c < a.K;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint4 xv = load_x8(xrow[nt], col, a.x_vec);
+          const uint4 xv = ok ? load_x8(xrow[nt], col, a.x_vec) : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const uint4 w0 = wv[r][0][u], w1 = wv[r][1][u];
@@ -165,7 +161,25 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
         }
       }
     }
-    if (b + WARPS < batches) load_batch(b + WARPS);
+  };
+
+  Batch wv0, wv1;
+  int b = warp;
+  if (b < batches) load_batch(wv0, b);
+  if (b + WARPS < batches) load_batch(wv1, b + WARPS);
+  if (a.pdl) {
+    // Weights do not depend on the previous kernel; A, R and C do.
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  }
+  while (b < batches) {
+    compute_batch(wv0, b);
+    if (b + 2 * WARPS < batches) load_batch(wv0, b + 2 * WARPS);
+    b += WARPS;
+    if (b >= batches) break;
+    compute_batch(wv1, b);
+    if (b + 2 * WARPS < batches) load_batch(wv1, b + 2 * WARPS);
+    b += WARPS;
   }
 
   // Warps 1.. publish, warp 0 sums in warp order.
@@ -251,14 +265,13 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
 // Calls f.template operator()<R, U>() for the (stripes, unroll) pairs instantiated at NT.
 template <int NT, typename F>
 auto with_stripes_unroll(const SkinnyShape& s, F&& f) {
-  constexpr int kLow = NT <= 2 ? 4 : 2, kHigh = NT <= 2 ? 8 : 4;  // stripes * unroll
+  constexpr int kLow = 2, kHigh = 4;  // stripes * unroll (two batches in flight)
   if (s.stripes == 1 && s.unroll == kLow) return f.template operator()<1, kLow>();
   if (s.stripes == 1 && s.unroll == kHigh) return f.template operator()<1, kHigh>();
   if (s.stripes == 2 && s.unroll == kLow / 2) return f.template operator()<2, kLow / 2>();
   if (s.stripes == 2 && s.unroll == kHigh / 2) return f.template operator()<2, kHigh / 2>();
   throw Error(kbit::detail::concat("skinny kernel: stripes=", s.stripes, " unroll=", s.unroll,
-                                   " is not instantiated for n_tiles=", NT, " (stripes * unroll must be ", kLow,
-                                   " or ", kHigh, ")"));
+                                   " is not instantiated (stripes * unroll must be ", kLow, " or ", kHigh, ")"));
 }
 
 template <typename T, int NT, typename F>
