@@ -27,11 +27,11 @@ inline constexpr int64_t kMaxSkinnyM = 32;
 struct SkinnyPlan {
   int n_tiles = 1;  // tiles of 8 tokens: 1, 2 or 4 (from M)
   int warps = 8;    // per CTA: 4 or 8
-  int stripes = 1;  // 16-row stripes per warp: 1 or 2
-  int unroll = 4;   // 32-column steps per batch of loads (two batches in flight)
+  int stripes = 2;  // 16-row stripes per warp: 1 or 2
+  int unroll = 2;   // 32-column steps per batch of loads
   int splits = 1;   // CTAs per cluster sharing K: 1, 2, 4 or 8
   const char* source = "heuristic";  // "table", "heuristic" or "forced"
-  std::string describe() const;      // "w=8,r=1,u=4,s=1"
+  std::string describe() const;      // "w=8,r=2,u=2,s=1"
 };
 
 struct SkinnyOptions {

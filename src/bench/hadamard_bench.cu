@@ -38,26 +38,32 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
   const double launch_floor = measure_launch_floor_us();
   std::printf("device: %s, launch floor %.2f us\n\n", dev.name.c_str(), launch_floor);
 
-  // Small: M rows of 7168, bf16, in place, row mode and block:128.
-  std::printf("%-12s %5s %6s %10s\n", "rotation", "M", "K", "median us");
+  // Small: M rows of 7168, bf16, a decode step's activations: out of place (as kbit::linear
+  // rotates x into its workspace) and in place, row mode and block:128.
+  std::printf("%-12s %-12s %5s %6s %10s\n", "rotation", "placement", "M", "K", "median us");
   for (const char* spec : {"row", "block:128"})
-    for (int64_t m : {1, 2, 4, 8, 16}) {
-      const int64_t k = 7168;
-      const Rotation r = Rotation::parse(spec, k, 1);
-      const int sets = 64;
-      std::vector<Buffer> x;
-      for (int i = 0; i < sets; ++i) x.push_back(device_filled(size_t(m * k) * 2, 0x3c));
-      TimingOptions t;
-      t.calls_per_graph = sets, t.replays = 20, t.repeats = repeats;
-      const Timing tm = time_graph(
-          [&](cudaStream_t s, int call) {
-            const MutableTensorView v{x[size_t(call % sets)].data(), DType::bf16, m, k};
-            cuda::hadamard_rotate(v, v, r, false, s);
-          },
-          t);
-      std::printf("%-12s %5lld %6lld %10.2f\n", spec, (long long)m, (long long)k, tm.median_us);
-      emit({{"case", "small"}, {"rotation", spec}, {"m", m}, {"k", k}}, tm);
-    }
+    for (bool in_place : {false, true})
+      for (int64_t m : {1, 2, 4, 8, 16}) {
+        const int64_t k = 7168;
+        const Rotation r = Rotation::parse(spec, k, 1);
+        const int sets = 64;
+        std::vector<Buffer> x, y;
+        for (int i = 0; i < sets; ++i) x.push_back(device_filled(size_t(m * k) * 2, 0x3c));
+        if (!in_place)
+          for (int i = 0; i < sets; ++i) y.push_back(device_filled(size_t(m * k) * 2, 0));
+        TimingOptions t;
+        t.calls_per_graph = sets, t.replays = 20, t.repeats = repeats;
+        const Timing tm = time_graph(
+            [&](cudaStream_t s, int call) {
+              const MutableTensorView v{x[size_t(call % sets)].data(), DType::bf16, m, k};
+              const MutableTensorView o{in_place ? v.data : y[size_t(call % sets)].data(), DType::bf16, m, k};
+              cuda::hadamard_rotate(v, o, r, false, s);
+            },
+            t);
+        const char* placement = in_place ? "in place" : "out of place";
+        std::printf("%-12s %-12s %5lld %6lld %10.2f\n", spec, placement, (long long)m, (long long)k, tm.median_us);
+        emit({{"case", "small"}, {"rotation", spec}, {"placement", placement}, {"m", m}, {"k", k}}, tm);
+      }
 
   // Large: 16384 x 16384 bf16 out of place vs the copy kernel.
   {

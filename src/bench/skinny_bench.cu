@@ -29,8 +29,9 @@ using cuda::detail::check_cuda;
 std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   std::vector<detail::LinearConfig> out;
   const int nt = plan_skinny(m, 1, 8).n_tiles;
+  const int lo = nt <= 2 ? 4 : 2;
   for (int w : {4, 8})
-    for (int work : {2, 4})
+    for (int work : {lo, 2 * lo})
       for (int r : {1, 2})
         for (int s : {1, 2, 4, 8}) {
           detail::LinearConfig c;

@@ -3,11 +3,11 @@
 // place (input and output may alias exactly), f32/f16/bf16, rows with a stride.
 //
 // Two kernels, both fp32 inside:
-// - warp kernel, B = 2^m in [32, 1024] (block mode and short rows): a warp owns a
-//   chunk, lane l holds the E = B/32 contiguous elements [l*E, l*E+E) in registers
-//   (one wide load), log2(E) butterfly stages in registers and 5 across lanes by
-//   shuffles. No shared memory, no barrier; grid-stride over chunks, several chunks
-//   per warp in flight when E is small.
+// - warp kernel, B = 2^m in [32, 1024] (block mode and short rows): each lane holds
+//   E contiguous elements (E = 8, one 16-byte load of 16-bit data, up to B = 256;
+//   B/32 above), log2(E) butterfly stages in registers and the rest across the B/E
+//   lanes of the chunk by shuffles; a warp does 256/B chunks at once up to B = 256.
+//   No shared memory, no barrier; grid-stride over chunks.
 // - CTA kernel, every other supported B (2^m up to 32768, p * 2^m with p in
 //   {12, 20, 28}) up to 57344: CTAs of 512 threads. Element (a, b) of
 //   the chunk (a < p, b < q) sits at a*q + b. Loads of 8 contiguous elements do the
@@ -33,6 +33,7 @@ namespace {
 constexpr int kWarpKernelThreads = 256;
 constexpr int kCtaThreads = 512;
 constexpr int64_t kMaxChunk = 57344;  // 224 KB of fp32 in shared memory
+constexpr size_t kMaxSharedBytes = 227 * 1024;  // per CTA on sm_90
 
 // Where the chunks are: chunk c is chunk c % chunks_per_row of row c / chunks_per_row.
 struct ChunkGrid {
@@ -135,57 +136,48 @@ __device__ __forceinline__ void apply_signs(float (&v)[N], uint32_t bits) {
     if ((bits >> j) & 1u) v[j] = -v[j];
 }
 
-// ---- warp kernel: B = 32 * E ----
-template <typename T, int E>
+// ---- warp kernel: B = E * LPC, LPC lanes per chunk, 32 / LPC chunks per warp step ----
+template <typename T, int E, int LPC>
 __global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(const T* in, T* out,
-                                                                        const ChunkGrid g,
-                                                                        const __grid_constant__ SignBits<32> signs) {
+                                                                           const ChunkGrid g,
+                                                                           const __grid_constant__ SignBits<32> signs) {
   allow_dependents_to_launch();
-  constexpr int kChunksInFlight = E >= 8 ? 1 : 8 / E;  // >= 8 elements per lane in flight
-  const int lane = int(threadIdx.x & 31);
+  constexpr int kChunksPerStep = 32 / LPC;
+  const int lane = int(threadIdx.x & 31), sub = lane / LPC, pos = (lane % LPC) * E;
   const int64_t warp = (int64_t(blockIdx.x) * kWarpKernelThreads + threadIdx.x) >> 5;
   const int64_t warps = int64_t(gridDim.x) * (kWarpKernelThreads / 32);
-  uint32_t lane_signs = 0;  // bit e: negate element lane * E + e
+  uint32_t lane_signs = 0;  // bit e: negate element pos + e of the chunk
   if (signs.used) {
-    const uint32_t word = signs.w[(lane * E) / 32];
+    const uint32_t word = signs.w[pos / 32];
     if constexpr (E == 32)
       lane_signs = word;
     else
-      lane_signs = (word >> ((lane * E) % 32)) & ((1u << E) - 1u);
+      lane_signs = (word >> (pos % 32)) & ((1u << E) - 1u);
   }
   const bool vec = g.vec != 0;
-  for (int64_t c0 = warp * kChunksInFlight; c0 < g.chunks; c0 += warps * kChunksInFlight) {
-    float v[kChunksInFlight][E];
+  for (int64_t c0 = warp * kChunksPerStep; c0 < g.chunks; c0 += warps * kChunksPerStep) {
+    const int64_t c = c0 + sub;
+    float v[E];
+    if (c < g.chunks) {
+      load_run<T, E>(in + chunk_offset(g, c, g.in_stride) + pos, vec, v);
+    } else {
 #pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
-      const int64_t c = c0 + u;
-      if (c < g.chunks) {
-        load_run<T, E>(in + chunk_offset(g, c, g.in_stride) + lane * E, vec, v[u]);
-      } else {
+      for (int e = 0; e < E; ++e) v[e] = 0.0f;
+    }
+    if (!g.inverse) apply_signs(v, lane_signs);
+    butterflies(v);
+    // The rest across the chunk's lanes (xor d < LPC stays inside the group).
 #pragma unroll
-        for (int e = 0; e < E; ++e) v[u][e] = 0.0f;
+    for (int d = 1; d < LPC; d *= 2)
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
+        v[e] = (lane & d) ? other - v[e] : v[e] + other;
       }
-    }
 #pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
-      if (!g.inverse) apply_signs(v[u], lane_signs);
-      butterflies(v[u]);
-#pragma unroll
-      for (int d = 1; d < 32; d *= 2)
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          const float other = __shfl_xor_sync(0xffffffffu, v[u][e], d);
-          v[u][e] = (lane & d) ? other - v[u][e] : v[u][e] + other;
-        }
-#pragma unroll
-      for (int e = 0; e < E; ++e) v[u][e] *= g.scale;
-      if (g.inverse) apply_signs(v[u], lane_signs);
-    }
-#pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
-      const int64_t c = c0 + u;
-      if (c < g.chunks) store_run<T, E>(out + chunk_offset(g, c, g.out_stride) + lane * E, vec, v[u]);
-    }
+    for (int e = 0; e < E; ++e) v[e] *= g.scale;
+    if (g.inverse) apply_signs(v, lane_signs);
+    if (c < g.chunks) store_run<T, E>(out + chunk_offset(g, c, g.out_stride) + pos, vec, v);
   }
 }
 
@@ -217,6 +209,7 @@ __device__ __forceinline__ void mix_column(const float (&col)[P], const MixTable
 template <typename T, int P, int SignWords>
 __global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
                                                                    const int log2_q, const int parts,
+                                                                   const int stage_signs,
                                                                    const __grid_constant__ MixTable<P> mix,
                                                                    const __grid_constant__ SignBits<SignWords> signs) {
   allow_dependents_to_launch();
@@ -227,9 +220,11 @@ __global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* i
   const T* src = in + chunk_offset(g, chunk_id, g.in_stride);
   T* dst = out + chunk_offset(g, chunk_id, g.out_stride);
   const bool vec = g.vec != 0;
-  uint32_t* sign_words = reinterpret_cast<uint32_t*>(buf + chunk);
-  if (signs.used) {
-    for (int i = tid; i < (chunk + 31) / 32; i += kCtaThreads) sign_words[i] = signs.w[i];
+  const uint32_t* sign_words = signs.w;
+  if (stage_signs) {
+    uint32_t* staged = reinterpret_cast<uint32_t*>(buf + chunk);
+    for (int i = tid; i < (chunk + 31) / 32; i += kCtaThreads) staged[i] = signs.w[i];
+    sign_words = staged;
     __syncthreads();
   }
   auto sign_bits8 = [&](int i) { return signs.used ? (sign_words[i >> 5] >> (i & 31)) & 0xffu : 0u; };
@@ -332,25 +327,26 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 template <typename T>
 void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
   const SignBits<32> signs = sign_bits<32>(r);
-  auto go = [&]<int E>() {
-    constexpr int kPerCta = (kWarpKernelThreads / 32) * (E >= 8 ? 1 : 8 / E);
+  auto go = [&]<int E, int LPC>() {
+    constexpr int kPerCta = (kWarpKernelThreads / 32) * (32 / LPC);
     const unsigned ctas = unsigned(std::min<int64_t>((g.chunks + kPerCta - 1) / kPerCta, int64_t(detail::sm_count()) * 16));
-    hadamard_warp_kernel<T, E><<<ctas, kWarpKernelThreads, 0, stream>>>(in, out, g, signs);
+    hadamard_warp_kernel<T, E, LPC><<<ctas, kWarpKernelThreads, 0, stream>>>(in, out, g, signs);
   };
-  switch (g.chunk) {
-    case 32: go.template operator()<1>(); break;
-    case 64: go.template operator()<2>(); break;
-    case 128: go.template operator()<4>(); break;
-    case 256: go.template operator()<8>(); break;
-    case 512: go.template operator()<16>(); break;
-    case 1024: go.template operator()<32>(); break;
+  switch (g.chunk) {  // 8 elements (one 16-byte load of 16-bit data) per lane up to 256
+    case 32: go.template operator()<8, 4>(); break;
+    case 64: go.template operator()<8, 8>(); break;
+    case 128: go.template operator()<8, 16>(); break;
+    case 256: go.template operator()<8, 32>(); break;
+    case 512: go.template operator()<16, 32>(); break;
+    case 1024: go.template operator()<32, 32>(); break;
     default: throw Error(kbit::detail::concat("hadamard warp kernel: chunk ", g.chunk));
   }
   detail::check_launch("hadamard warp kernel");
 }
 
 template <typename T>
-void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, bool inverse, cudaStream_t stream) {
+void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, bool inverse, bool in_place,
+                       cudaStream_t stream) {
   int p = 1;
   for (int f : {12, 20, 28})
     if (r.size % f == 0 && ((r.size / f) & (r.size / f - 1)) == 0) p = f;
@@ -359,11 +355,15 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   while ((int64_t(1) << log2_q) < q) ++log2_q;
   // Few chunks (a decode step's activations): split each chunk's order-p mix over up to 8
   // CTAs, each redoing the cheap power-of-two stages, so that more SMs share the mix.
-  int parts = 1;
-  while (p > 1 && parts < 8 && g.chunks * parts * 2 <= 2 * int64_t(detail::sm_count()) && q / (parts * 2) >= 32)
+  int parts = 1;  // in place, a CTA would overwrite what another still reads: one CTA per chunk
+  while (p > 1 && !in_place && parts < 8 && g.chunks * parts * 2 <= 2 * int64_t(detail::sm_count()) && q / (parts * 2) >= 32)
     parts *= 2;
   KBIT_REQUIRE(g.chunks * parts <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
-  const size_t smem = size_t(r.size) * sizeof(float) + size_t((r.size + 31) / 32) * sizeof(uint32_t);
+  // The sign words go to shared memory after the values where they fit (the largest chunks
+  // read them from the parameter bank instead).
+  const size_t value_bytes = size_t(r.size) * sizeof(float), sign_bytes = size_t((r.size + 31) / 32) * sizeof(uint32_t);
+  const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
+  const size_t smem = value_bytes + (stage_signs ? sign_bytes : 0);
   auto go = [&]<int P, int Words>() {
     MixTable<P> mix{};
     if constexpr (P > 1) {
@@ -377,7 +377,7 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
     if (smem > 48 * 1024)
       detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                          "hadamard_rotate: shared memory limit");
-    kernel<<<unsigned(g.chunks * parts), kCtaThreads, smem, stream>>>(in, out, g, log2_q, parts, mix,
+    kernel<<<unsigned(g.chunks * parts), kCtaThreads, smem, stream>>>(in, out, g, log2_q, parts, stage_signs, mix,
                                                                       sign_bits<Words>(r));
   };
   auto with_p = [&]<int Words>() {
@@ -419,6 +419,11 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
   const size_t es = dtype_size(in.dtype);
   g.vec = aligned16(in.data) && aligned16(out.data) && (size_t(g.in_stride) * es) % 16 == 0 &&
           (size_t(g.out_stride) * es) % 16 == 0 && (size_t(r.size) * es) % 16 == 0;
+  // Overlapping input and output (in place, or shifted views of one buffer).
+  const size_t in_bytes = size_t((in.rows - 1) * in.stride() + in.cols) * es;
+  const size_t out_bytes = size_t((out.rows - 1) * out.stride() + out.cols) * es;
+  const auto in_lo = reinterpret_cast<uintptr_t>(in.data), out_lo = reinterpret_cast<uintptr_t>(out.data);
+  const bool in_place = in_lo < out_lo + out_bytes && out_lo < in_lo + in_bytes;
   const bool warp_sized = r.size >= 32 && r.size <= 1024 && (r.size & (r.size - 1)) == 0;
   detail::dispatch_float(in.dtype, [&]<typename T>() {
     const T* src = static_cast<const T*>(in.data);
@@ -426,7 +431,7 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
     if (warp_sized)
       launch_warp_kernel<T>(src, dst, g, r, stream);
     else
-      launch_cta_kernel<T>(src, dst, g, r, inverse, stream);
+      launch_cta_kernel<T>(src, dst, g, r, inverse, in_place, stream);
   });
 }
 

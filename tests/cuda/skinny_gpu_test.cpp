@@ -92,8 +92,9 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
   const auto ref_big = reference(a_big, w, nullptr, big_m);
   Buffer abd = upload(a_big), cbd = Buffer::allocate(Memory::device, size_t(big_m * n) * 2);
   for (int64_t mm : {m, int64_t(24), big_m}) {
+    const int lo = mm <= 16 ? 4 : 2;
     for (int warps : {4, 8})
-      for (int work : {2, 4})
+      for (int work : {lo, 2 * lo})
         for (int stripes : {1, 2})
           for (int splits : {1, 2, 8}) {
             SkinnyOptions o;

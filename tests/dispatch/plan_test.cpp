@@ -63,7 +63,7 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_EQ(plan_skinny(16, 7168, 3584).n_tiles, 2);
   EXPECT_EQ(plan_skinny(17, 7168, 3584).n_tiles, 4);
   EXPECT_EQ(plan_skinny(32, 7168, 3584).n_tiles, 4);
-  // 448 row groups cover 132 SMs: no cluster split; 32 row groups (N = 512) need one.
+  // 224 row groups (of 32 rows) cover 132 SMs: no cluster split; 16 (N = 512) need one.
   EXPECT_EQ(plan_skinny(1, 7168, 3584).splits, 1);
   EXPECT_GT(plan_skinny(1, 512, 2048).splits, 1);
   EXPECT_EQ(plan_skinny(1, 512, 8).splits, 1);  // one 32-column step: no split can be non-empty
@@ -82,7 +82,7 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   o.unroll = 3;
   EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
-  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=8,r=1,u=4,s=1");
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=8,r=2,u=2,s=1");
 }
 
 TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {

@@ -28,13 +28,13 @@ struct SkinnyArgs {
 
 // Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). warps: per CTA (4, 8).
 // stripes: stripes of 16 rows per warp (1, 2). unroll: 32-column steps per batch of
-// loads, two batches in flight (stripes * unroll in {2, 4}). splits: CTAs of
+// loads (stripes * unroll in {4, 8} at n_tiles <= 2, {2, 4} at 4). splits: CTAs of
 // one thread-block cluster that share a row group's K range (1, 2, 4, 8).
 struct SkinnyShape {
   int n_tiles = 1;
   int warps = 8;
-  int stripes = 1;
-  int unroll = 4;
+  int stripes = 2;
+  int unroll = 2;
   int splits = 1;
 };
 

@@ -8,7 +8,7 @@
 // way for both operands (k slots 2c, 2c+1, 2c+8, 2c+9 of MMA 0 hold columns 8c..8c+3,
 // of MMA 1 columns 8c+4..8c+7), so both come straight from one 16-byte load each,
 // with no shuffles and no shared-memory staging. A warp's loads of a row are 64
-// contiguous bytes per step, `unroll` steps per batch, two batches in flight per warp.
+// contiguous bytes per step, `unroll` steps per batch of loads.
 // Launch: grid (row groups of 16 * stripes rows, splits); CTAs of `warps` warps share
 // a row group's K range (batches interleaved), a cluster of `splits` CTAs splits K
 // further. Warps are reduced in shared memory in warp order, the cluster's CTAs
@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
     for (int h = 0; h < 2; ++h)
       wrow[r][h] = a.w + int64_t(min(row_base + 16 * r + g + 8 * h, a.N - 1)) * a.ldw + 8 * c;
 
-  // Two batches of W loads in flight per warp: batch b + WARPS streams in while b computes.
+  // One batch of W loads in flight per warp (two batches, double-buffered, measured slower on
+  // the H200: more registers, fewer resident warps).
   using Batch = uint4[R][2][U];
   auto load_batch = [&](Batch& wv, int b) {
 #pragma unroll
@@ -163,23 +164,17 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
     }
   };
 
-  Batch wv0, wv1;
+  Batch wv;
   int b = warp;
-  if (b < batches) load_batch(wv0, b);
-  if (b + WARPS < batches) load_batch(wv1, b + WARPS);
+  if (b < batches) load_batch(wv, b);
   if (a.pdl) {
     // Weights do not depend on the previous kernel; A, R and C do.
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
   }
-  while (b < batches) {
-    compute_batch(wv0, b);
-    if (b + 2 * WARPS < batches) load_batch(wv0, b + 2 * WARPS);
-    b += WARPS;
-    if (b >= batches) break;
-    compute_batch(wv1, b);
-    if (b + 2 * WARPS < batches) load_batch(wv1, b + 2 * WARPS);
-    b += WARPS;
+  for (; b < batches; b += WARPS) {
+    compute_batch(wv, b);
+    if (b + WARPS < batches) load_batch(wv, b + WARPS);
   }
 
   // Warps 1.. publish, warp 0 sums in warp order.
@@ -265,7 +260,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
 // Calls f.template operator()<R, U>() for the (stripes, unroll) pairs instantiated at NT.
 template <int NT, typename F>
 auto with_stripes_unroll(const SkinnyShape& s, F&& f) {
-  constexpr int kLow = 2, kHigh = 4;  // stripes * unroll (two batches in flight)
+  constexpr int kLow = NT <= 2 ? 4 : 2, kHigh = 2 * kLow;  // stripes * unroll
   if (s.stripes == 1 && s.unroll == kLow) return f.template operator()<1, kLow>();
   if (s.stripes == 1 && s.unroll == kHigh) return f.template operator()<1, kHigh>();
   if (s.stripes == 2 && s.unroll == kLow / 2) return f.template operator()<2, kLow / 2>();

@@ -40,9 +40,9 @@ void check_skinny_shape(const SkinnyShape& s) {
   KBIT_REQUIRE(s.stripes == 1 || s.stripes == 2, "skinny kernel: stripes must be 1 or 2, got ", s.stripes);
   KBIT_REQUIRE(s.splits == 1 || s.splits == 2 || s.splits == 4 || s.splits == 8,
                "skinny kernel: splits (cluster size) must be 1, 2, 4 or 8, got ", s.splits);
-  const int work = s.stripes * s.unroll;
-  KBIT_REQUIRE(s.unroll >= 1 && (work == 2 || work == 4), "skinny kernel: stripes * unroll must be 2 or 4, got ",
-               s.stripes, " * ", s.unroll);
+  const int lo = s.n_tiles <= 2 ? 4 : 2, work = s.stripes * s.unroll;
+  KBIT_REQUIRE(s.unroll >= 1 && (work == lo || work == 2 * lo), "skinny kernel: stripes * unroll must be ", lo, " or ",
+               2 * lo, " at n_tiles ", s.n_tiles, ", got ", s.stripes, " * ", s.unroll);
 }
 
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream) {
