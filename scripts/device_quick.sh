@@ -27,6 +27,9 @@ for step in ${KBIT_STEPS:-}; do
       echo "rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure|ms\)$" "$OUT/test_${f//[^A-Za-z0-9]/_}.log" | tail -12; tail -3 "$OUT/test_${f//[^A-Za-z0-9]/_}.log" ;;
     hadamard) echo "== kbit bench hadamard"
       timeout 150 build-dev/kbit bench hadamard --json "$OUT/hadamard.jsonl" > "$OUT/hadamard.txt" 2>&1; echo "rc=$?"; cat "$OUT/hadamard.txt" ;;
+    skinny_selected) echo "== kbit tune skinny --mode selected"
+      timeout "${KBIT_SKINNY_TIMEOUT:-100}" build-dev/kbit tune skinny --mode selected --json "$OUT/skinny_selected.jsonl" \
+        > "$OUT/skinny_selected.txt" 2>&1; echo "rc=$?"; cat "$OUT/skinny_selected.txt" ;;
     skinny_sweep) echo "== kbit tune skinny --mode sweep"
       cp data/linear_configs.json "$OUT/linear_configs.json"
       timeout "${KBIT_SKINNY_TIMEOUT:-100}" build-dev/kbit tune skinny --mode sweep --table-out "$OUT/linear_configs.json" \
