@@ -14,9 +14,13 @@
 //   pairs in increasing p (a stable counting sort). sorted_pair[row] = p, pair_row[p] = row.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <string_view>
 #include <vector>
+
+#include "kbit/tensor.h"
 
 namespace kbit {
 
@@ -24,7 +28,7 @@ enum class RoutingMode : uint8_t { topk_softmax, softmax_topk };
 std::string_view routing_mode_name(RoutingMode m);
 
 inline constexpr int kMaxTopK = 32;
-inline constexpr int64_t kMaxExperts = 4096;
+inline constexpr int64_t kMaxExperts = 1024;  // the GPU selection keeps E / 32 logits per lane
 
 struct Routing {
   int64_t tokens = 0, experts = 0;
@@ -50,4 +54,34 @@ Routing route(const float* logits, int64_t tokens, int64_t experts, int top_k, R
 void order_by_expert(Routing& r);
 
 }  // namespace cpu
+
+// A routing on the device: caller-owned int32 / fp32 buffers of the sizes in Routing.
+struct DeviceRouting {
+  int32_t* expert = nullptr;       // [T * top_k]
+  float* weight = nullptr;         // [T * top_k]
+  int32_t* offsets = nullptr;      // [E + 1]
+  int32_t* sorted_pair = nullptr;  // [T * top_k]
+  int32_t* pair_row = nullptr;     // [T * top_k]
+};
+
+namespace cuda {
+
+// route(): the same selection, offsets and permutation as cpu::route, bit for bit;
+// weights in fp32 (within a few ulps of the reference). Two launches (one warp per
+// token selects; one CTA counts and orders, deterministically, no atomics on global
+// memory), no host synchronisation, graph-capturable. The GPU cannot throw on bad
+// logits: NaN counts as -inf, and a token whose logits are all -inf gets weight 0.
+void route(const float* logits, int64_t tokens, int64_t experts, int top_k, RoutingMode mode,
+           const DeviceRouting& out, cudaStream_t stream);
+
+// x_sorted[row] = x[sorted_pair[row] / top_k] for rows of x (f16/bf16/f32, same dtype).
+void gather_rows(const TensorView& x, const int32_t* sorted_pair, int top_k, const MutableTensorView& x_sorted,
+                 cudaStream_t stream);
+
+// y[t] (+)= sum over slots s in order of weight[t, s] * expert_out[pair_row[t * top_k + s]],
+// fp32 accumulation; y and expert_out of one dtype; accumulate adds to y's contents.
+void combine(const TensorView& expert_out, const DeviceRouting& r, int top_k, const MutableTensorView& y,
+             bool accumulate, cudaStream_t stream);
+
+}  // namespace cuda
 }  // namespace kbit

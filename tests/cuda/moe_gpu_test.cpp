@@ -1,0 +1,159 @@
+// MoE routing on the GPU against the CPU reference: selections, offsets and the
+// expert-order permutation exactly, weights within fp32 rounding, run-to-run bit
+// identity, poisoned outputs; gather and combine against host loops; bad input.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kbit/error.h"
+#include "kbit/moe.h"
+#include "support/gpu_test_support.h"
+
+namespace kbit {
+namespace {
+
+using test::HostMatrix;
+using test::random_matrix;
+using test::upload;
+
+template <typename T>
+std::vector<T> download(const void* p, size_t n) {
+  std::vector<T> v(n);
+  EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
+}
+
+struct DeviceRoutingBuffers {
+  Buffer expert, weight, offsets, sorted_pair, pair_row;
+  DeviceRoutingBuffers(int64_t pairs, int64_t experts)
+      : expert(Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1)) * 4)),
+        weight(Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1)) * 4)),
+        offsets(Buffer::allocate(Memory::device, size_t(experts + 1) * 4)),
+        sorted_pair(Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1)) * 4)),
+        pair_row(Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1)) * 4)) {}
+  DeviceRouting view() {
+    return {static_cast<int32_t*>(expert.data()), static_cast<float*>(weight.data()),
+            static_cast<int32_t*>(offsets.data()), static_cast<int32_t*>(sorted_pair.data()),
+            static_cast<int32_t*>(pair_row.data())};
+  }
+  void poison() {
+    for (Buffer* b : {&expert, &weight, &offsets, &sorted_pair, &pair_row})
+      ASSERT_EQ(cudaMemset(b->data(), 0xff, b->size()), cudaSuccess);
+  }
+};
+
+TEST(GpuRouting, MatchesTheCpuReferenceExactlyAndIsBitIdentical) {
+  KBIT_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  for (int64_t experts : {1, 8, 160, 512})
+    for (int top_k : {1, 2, 8, 10})
+      for (int64_t tokens : {1, 16, 300, 4096})
+        for (int pattern = 0; pattern < 3; ++pattern) {  // random, skewed to the last experts, ties everywhere
+          if (top_k > experts) continue;
+          std::vector<float> l(size_t(tokens * experts));
+          for (auto& v : l) v = pattern == 2 ? float(int(nd(rng))) : nd(rng);
+          if (pattern == 1)
+            for (int64_t t = 0; t < tokens; ++t)
+              for (int64_t e = experts - top_k; e < experts; ++e) l[size_t(t * experts + e)] += 100.f;
+          for (RoutingMode mode : {RoutingMode::topk_softmax, RoutingMode::softmax_topk}) {
+            const std::string what = "E=" + std::to_string(experts) + " k=" + std::to_string(top_k) +
+                                     " T=" + std::to_string(tokens) + " pattern " + std::to_string(pattern) + " " +
+                                     std::string(routing_mode_name(mode));
+            const Routing ref = cpu::route(l.data(), tokens, experts, top_k, mode);
+            Buffer ld = Buffer::allocate(Memory::device, l.size() * 4);
+            ASSERT_EQ(cudaMemcpy(ld.data(), l.data(), l.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+            const int64_t pairs = tokens * top_k;
+            DeviceRoutingBuffers b(pairs, experts);
+            std::vector<int32_t> first_rows;
+            for (int run = 0; run < 2; ++run) {
+              b.poison();
+              cuda::route(static_cast<const float*>(ld.data()), tokens, experts, top_k, mode, b.view(), nullptr);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+              EXPECT_EQ(download<int32_t>(b.expert.data(), size_t(pairs)), ref.expert) << what;
+              EXPECT_EQ(download<int32_t>(b.offsets.data(), size_t(experts + 1)), ref.offsets) << what;
+              const auto sorted = download<int32_t>(b.sorted_pair.data(), size_t(pairs));
+              EXPECT_EQ(sorted, ref.sorted_pair) << what;
+              EXPECT_EQ(download<int32_t>(b.pair_row.data(), size_t(pairs)), ref.pair_row) << what;
+              const auto w = download<float>(b.weight.data(), size_t(pairs));
+              for (size_t p = 0; p < w.size(); ++p)
+                ASSERT_NEAR(w[p], ref.weight[p], 1e-6 + 1e-5 * ref.weight[p]) << what << " pair " << p;
+              if (run == 1) EXPECT_EQ(sorted, first_rows) << what << ": differs run to run";
+              first_rows = sorted;
+            }
+          }
+        }
+}
+
+TEST(GpuRouting, GatherAndCombineMatchHostLoops) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t tokens = 37, experts = 20, cols = 264;
+  const int top_k = 4;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> l(size_t(tokens * experts));
+  for (auto& v : l) v = nd(rng);
+  const Routing ref = cpu::route(l.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
+  Buffer ld = Buffer::allocate(Memory::device, l.size() * 4);
+  ASSERT_EQ(cudaMemcpy(ld.data(), l.data(), l.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  DeviceRoutingBuffers b(tokens * top_k, experts);
+  cuda::route(static_cast<const float*>(ld.data()), tokens, experts, top_k, RoutingMode::topk_softmax, b.view(), nullptr);
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    const HostMatrix x = random_matrix(tokens, cols, dt, 9);
+    Buffer xd = upload(x);
+    const size_t es = dtype_size(dt);
+    Buffer xs = Buffer::allocate(Memory::device, size_t(tokens * top_k * cols) * es);
+    ASSERT_EQ(cudaMemset(xs.data(), 0xff, xs.size()), cudaSuccess);
+    cuda::gather_rows(TensorView{xd.data(), dt, tokens, cols}, static_cast<const int32_t*>(b.sorted_pair.data()), top_k,
+                      MutableTensorView{xs.data(), dt, tokens * top_k, cols}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> got(xs.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), xs.data(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int64_t row = 0; row < tokens * top_k; ++row) {
+      const int64_t t = ref.sorted_pair[size_t(row)] / top_k;
+      ASSERT_EQ(std::memcmp(got.data() + size_t(row * cols) * es, x.bytes.data() + size_t(t * cols) * es,
+                            size_t(cols) * es), 0)
+          << dtype_name(dt) << " row " << row;
+    }
+    // Combine the gathered rows back (each expert output = its input): y = x * sum of weights = x.
+    Buffer yd = Buffer::allocate(Memory::device, size_t(tokens * cols) * es);
+    ASSERT_EQ(cudaMemset(yd.data(), 0, yd.size()), cudaSuccess);
+    cuda::combine(TensorView{xs.data(), dt, tokens * top_k, cols}, b.view(), top_k,
+                  MutableTensorView{yd.data(), dt, tokens, cols}, false, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    HostMatrix y{std::vector<uint8_t>(yd.size()), dt, tokens, cols, cols};
+    ASSERT_EQ(cudaMemcpy(y.bytes.data(), yd.data(), yd.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 2e-3 : 1e-2;
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_NEAR(y.at(t, c), x.at(t, c), tol * (1 + std::fabs(x.at(t, c)))) << dtype_name(dt) << " " << t << "," << c;
+  }
+}
+
+TEST(GpuRouting, BadInputIsAClearError) {
+  KBIT_SKIP_WITHOUT_GPU();
+  DeviceRoutingBuffers b(64, 8);
+  Buffer ld = Buffer::allocate(Memory::device, 64 * 8 * 4);
+  auto expect_error = [](auto&& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const float* l = static_cast<const float*>(ld.data());
+  expect_error([&] { cuda::route(l, 4, 8, 9, RoutingMode::topk_softmax, b.view(), nullptr); }, "top_k must be");
+  expect_error([&] { cuda::route(l, 4, 2000, 2, RoutingMode::topk_softmax, b.view(), nullptr); }, "experts must be");
+  DeviceRouting missing = b.view();
+  missing.pair_row = nullptr;
+  expect_error([&] { cuda::route(l, 4, 8, 2, RoutingMode::topk_softmax, missing, nullptr); }, "are required");
+  std::vector<float> host(8);
+  expect_error([&] { cuda::route(host.data(), 1, 8, 2, RoutingMode::topk_softmax, b.view(), nullptr); }, "logits");
+}
+
+}  // namespace
+}  // namespace kbit
