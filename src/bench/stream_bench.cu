@@ -1,7 +1,11 @@
 #include "bench/stream_bench.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "bench/inputs.h"
 #include "bench/timing.h"
@@ -51,6 +55,40 @@ double measure_link_gbps(cudaStream_t s) {
   return median(gbps);
 }
 
+// The layer bytes written once to a file and mapped read-only (the file was just
+// written, so its pages are in the page cache): the memory-mapped source's input.
+class MappedCopy {
+ public:
+  MappedCopy(const std::vector<std::pair<const void*, size_t>>& pieces, const std::string& path) : path_(path) {
+    {
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      KBIT_REQUIRE(f.good(), "stream-bench: cannot write ", path);
+      for (const auto& [p, n] : pieces) f.write(static_cast<const char*>(p), std::streamsize(n)), size_ += n;
+      KBIT_REQUIRE(f.good(), "stream-bench: writing ", path, " failed");
+    }
+    FILE* fp = std::fopen(path.c_str(), "rb");
+    KBIT_REQUIRE(fp, "stream-bench: cannot open ", path);
+    base_ = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fileno(fp), 0);
+    std::fclose(fp);
+    KBIT_REQUIRE(base_ != MAP_FAILED, "stream-bench: mmap of ", path, " failed");
+    size_t off = 0;
+    for (const auto& piece : pieces) mapped_.push_back({static_cast<const char*>(base_) + off, piece.second}), off += piece.second;
+  }
+  ~MappedCopy() {
+    if (base_ != MAP_FAILED) munmap(base_, size_);
+    std::remove(path_.c_str());
+  }
+  MappedCopy(const MappedCopy&) = delete;
+  MappedCopy& operator=(const MappedCopy&) = delete;
+  const std::vector<std::pair<const void*, size_t>>& pieces() const { return mapped_; }
+
+ private:
+  std::string path_;
+  size_t size_ = 0;
+  void* base_ = MAP_FAILED;
+  std::vector<std::pair<const void*, size_t>> mapped_;
+};
+
 }  // namespace
 
 void run_stream_bench(const StreamBenchOptions& o) {
@@ -78,6 +116,12 @@ void run_stream_bench(const StreamBenchOptions& o) {
       l.pieces.push_back({p.q.scales(), size_t(p.q.scale_count())});
       l.pieces.push_back({&p.meta, sizeof(DeviceMeta)});
     }
+  // The same layers read from a memory-mapped file (one copy of a layer's bytes, shared by
+  // every layer as the in-memory layers share theirs).
+  const char* tmp = std::getenv("TMPDIR");
+  const MappedCopy mapped(layers[0].pieces, std::string(tmp ? tmp : "/tmp") + "/kbit-stream-bench.bin");
+  std::vector<WeightStreamer::HostLayer> mapped_layers(size_t(o.layers));
+  for (auto& l : mapped_layers) l.pieces = mapped.pieces();
   const auto layer_bytes = WeightStreamer::layer_device_bytes(layers);
   const int64_t max_layer = *std::max_element(layer_bytes.begin(), layer_bytes.end());
   cudaStream_t s;
@@ -88,22 +132,29 @@ void run_stream_bench(const StreamBenchOptions& o) {
               "host-to-device link %.1f GB/s\n\n",
               dev.name.c_str(), o.model.c_str(), o.layers, double(max_layer) / 1e6, projections.size(), link);
 
-  const int fractions[] = {100, 0, 50};  // 100 first: the resident reference
-  std::printf("%7s %14s %14s %14s %10s %10s %12s\n", "tokens", "resident us", "stream 0% us", "stream 50% us",
-              "overhead", "H2D GB/s", "vs link");
+  // Runs: resident (the reference), all streamed and half streamed from pinned memory,
+  // all streamed from the memory-mapped file.
+  struct Run {
+    int resident_pct;
+    StreamSource source;
+  };
+  const Run runs[] = {{100, StreamSource::pinned_host}, {0, StreamSource::pinned_host}, {50, StreamSource::pinned_host},
+                      {0, StreamSource::mapped_file}};
+  std::printf("%7s %12s %13s %13s %10s %9s %8s %13s %9s %8s\n", "tokens", "resident us", "pinned 0% us",
+              "pinned 50% us", "overhead", "H2D GB/s", "vs link", "mmap 0% us", "H2D GB/s", "vs link");
   int64_t free_from = -1;
   for (int64_t t : o.tokens) {
     Buffer x = Buffer::allocate(Memory::device, size_t(t * max_k) * 2), y = Buffer::allocate(Memory::device, size_t(t * max_n) * 2);
     check_cuda(cudaMemset(x.data(), 0x3c, x.size()), "stream-bench: x");
     LinearWorkspace lw({t, max_n, max_k, true});
-    double pass_us[3] = {0, 0, 0};
-    for (int fi = 0; fi < 3; ++fi) {
+    double pass_us[4] = {0, 0, 0, 0};
+    for (int fi = 0; fi < 4; ++fi) {
       ResidencyPlan plan;
-      plan.resident_layers = o.layers * fractions[fi] / 100;
+      plan.resident_layers = o.layers * runs[fi].resident_pct / 100;
       plan.slots = plan.resident_layers < o.layers ? o.slots : 0;
       plan.slot_bytes = max_layer;
-      plan.source = StreamSource::pinned_host;
-      WeightStreamer ws(layers, plan);
+      plan.source = runs[fi].source;
+      WeightStreamer ws(runs[fi].source == StreamSource::mapped_file ? mapped_layers : layers, plan);
       cudaEvent_t a, b;
       cudaEventCreate(&a), cudaEventCreate(&b);
       std::vector<double> times;
@@ -134,9 +185,10 @@ void run_stream_bench(const StreamBenchOptions& o) {
     }
     const double streamed_bytes = double(max_layer) * o.layers;
     const double overhead = pass_us[1] / pass_us[0] - 1;
-    const double h2d = streamed_bytes / (pass_us[1] * 1e3);
-    std::printf("%7lld %14.1f %14.1f %14.1f %9.1f%% %10.1f %11.0f%%\n", (long long)t, pass_us[0], pass_us[1], pass_us[2],
-                100 * overhead, h2d, 100 * h2d / link);
+    const double h2d = streamed_bytes / (pass_us[1] * 1e3), h2d_mapped = streamed_bytes / (pass_us[3] * 1e3);
+    std::printf("%7lld %12.1f %13.1f %13.1f %9.1f%% %9.1f %7.0f%% %13.1f %9.1f %7.0f%%\n", (long long)t, pass_us[0],
+                pass_us[1], pass_us[2], 100 * overhead, h2d, 100 * h2d / link, pass_us[3], h2d_mapped,
+                100 * h2d_mapped / link);
     if (free_from < 0 && overhead < 0.05) free_from = t;
   }
   if (free_from >= 0)
