@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kbit/linear.h"
+#include "kbit/quantized_matrix.h"
 #include "kbit/tensor.h"
 
 namespace kbit {
@@ -84,4 +86,24 @@ void combine(const TensorView& expert_out, const DeviceRouting& r, int top_k, co
              bool accumulate, cudaStream_t stream);
 
 }  // namespace cuda
+
+struct ExpertLinearOptions {
+  int n_tiles = 0, warps = 0;  // fused-kernel overrides (0: from the rows per expert)
+  LinearItems items = LinearItems::automatic;
+  bool pdl = false;  // programmatic dependent launch (the kernel waits before reading the offsets)
+};
+
+// Every expert's y_e = x_e W_e^T in one launch (kbit::linear's fused kernel, grouped):
+// x_sorted [P, K] and y_sorted [P, N] hold the rows in expert order, expert e owning
+// rows [expert_offsets[e], expert_offsets[e + 1]) (device int32 [experts + 1], e.g.
+// from cuda::route). w_stacked is the experts' weights as one quantized matrix
+// [experts * N, K] in the mma16 layout (N a multiple of 16; one codebook and tensor
+// scale for all experts); a rotation it carries is applied to x first (P <= the
+// workspace's max_m then). Work is scheduled only for the token tiles of non-empty
+// experts; no host synchronisation; graph-capturable; bit-identical run to run.
+// NOT YET RUN ON A GPU (tests/cuda/moe_gpu_test.cpp checks it against the CPU reference).
+void expert_linear(const TensorView& x_sorted, const QuantizedMatrix& w_stacked, int64_t experts,
+                   const int32_t* expert_offsets, const MutableTensorView& y_sorted, LinearWorkspace& ws,
+                   cudaStream_t stream, const ExpertLinearOptions& o = {});
+
 }  // namespace kbit

@@ -61,6 +61,17 @@ int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t) {
   return occupancy(bits, {n_tiles, warps, cta}, t);
 }
 int linear_sm_count() { return current_sm_count(); }
+
+void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,
+                  cudaStream_t stream) {
+  switch (bits) {
+    case 2: cuda::detail::launch_fused_k2(a, s, t, stream); break;
+    case 3: cuda::detail::launch_fused_k3(a, s, t, stream); break;
+    case 4: cuda::detail::launch_fused_k4(a, s, t, stream); break;
+    case 5: cuda::detail::launch_fused_k5(a, s, t, stream); break;
+    default: require_supported_bits(bits);
+  }
+}
 }  // namespace detail
 
 int default_n_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
@@ -268,12 +279,7 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
                                  tiles * a.stripes <= impl.counter_count),
                "linear: splits=", a.splits, " needs more workspace than reserved");
   const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps, cta};
-  switch (w.bits()) {
-    case 2: cuda::detail::launch_fused_k2(a, shape, x.dtype, stream); break;
-    case 3: cuda::detail::launch_fused_k3(a, shape, x.dtype, stream); break;
-    case 4: cuda::detail::launch_fused_k4(a, shape, x.dtype, stream); break;
-    default: cuda::detail::launch_fused_k5(a, shape, x.dtype, stream); break;
-  }
+  detail::launch_fused(w.bits(), a, shape, x.dtype, stream);
 }
 
 }  // namespace kbit

@@ -6,6 +6,7 @@
 #include <memory>
 #include <tuple>
 
+#include "cuda/linear/fused_args.h"
 #include "dispatch/cublas_gemm.h"
 #include "kbit/linear.h"
 
@@ -23,6 +24,9 @@ inline constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, boun
 
 int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t);
 int linear_sm_count();
+// The fused kernel's instantiation for a bit width (2..5).
+void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,
+                  cudaStream_t stream);
 // `requested` splits made valid: 1..supertiles, none empty, and no more partial rows
 // (splits x padded tokens) than the workspace holds.
 int normalize_splits(int requested, int64_t k, int64_t m, int n_tiles);

@@ -7,6 +7,7 @@
 
 #include "kbit/error.h"
 #include "kbit/moe.h"
+#include "support/test_support.h"
 
 namespace kbit {
 namespace {
@@ -97,14 +98,7 @@ TEST(Routing, AllTokensOnOneExpertAndMaskedExperts) {
 
 TEST(Routing, BadInputIsAClearError) {
   const float ok[] = {0, 1};
-  auto expect_error = [](auto&& f, const std::string& needle) {
-    try {
-      f();
-      ADD_FAILURE() << "no error, expected '" << needle << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
+  using test::expect_error;
   expect_error([&] { cpu::route(ok, 1, 2, 3, RoutingMode::topk_softmax); }, "top_k must be");
   expect_error([&] { cpu::route(ok, 1, 0, 1, RoutingMode::topk_softmax); }, "experts must be");
   expect_error([&] { cpu::route(ok, -1, 2, 1, RoutingMode::topk_softmax); }, "tokens must be");

@@ -1,6 +1,7 @@
-// MoE routing on the GPU against the CPU reference: selections, offsets and the
+// MoE on the GPU against CPU references: routing (selections, offsets and the
 // expert-order permutation exactly, weights within fp32 rounding, run-to-run bit
-// identity, poisoned outputs; gather and combine against host loops; bad input.
+// identity, poisoned outputs), gather and combine against host loops, the grouped
+// GEMM kbit::expert_linear against per-expert fp64 products; bad input.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <random>
 
+#include "kbit/cpu.h"
+#include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/moe.h"
 #include "support/gpu_test_support.h"
@@ -133,18 +136,74 @@ TEST(GpuRouting, GatherAndCombineMatchHostLoops) {
   }
 }
 
+TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 48, k = 160;
+  uint64_t seed = 100;
+  for (int bits : {2, 4})
+    for (int64_t experts : {1, 8, 160})
+      for (int top_k : {1, 2, 8})
+        for (int64_t tokens : {1, 16, 300})
+          for (int pattern = 0; pattern < 3; ++pattern) {  // random; all on the first top_k experts; first, middle, last empty
+            if (top_k > experts || (pattern == 2 && experts < top_k + 3)) continue;
+            const std::string what = "k=" + std::to_string(bits) + " E=" + std::to_string(experts) + " top_k=" +
+                                     std::to_string(top_k) + " T=" + std::to_string(tokens) + " pattern " +
+                                     std::to_string(pattern);
+            std::mt19937 rng(uint32_t(seed++));
+            std::normal_distribution<float> nd(0.f, 1.f);
+            std::vector<float> l(size_t(tokens * experts));
+            for (int64_t t = 0; t < tokens; ++t)
+              for (int64_t e = 0; e < experts; ++e) {
+                float v = nd(rng);
+                if (pattern == 1 && e >= top_k) v = -INFINITY;
+                if (pattern == 2 && (e == 0 || e == experts / 2 || e == experts - 1)) v = -INFINITY;
+                l[size_t(t * experts + e)] = v;
+              }
+            const Routing r = cpu::route(l.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
+            const int64_t pairs = tokens * top_k;
+            const HostMatrix x = random_matrix(tokens, k, DType::bf16, seed++);
+            HostMatrix xs{std::vector<uint8_t>(size_t(pairs * k) * 2), DType::bf16, pairs, k, k};
+            for (int64_t row = 0; row < pairs; ++row)
+              std::memcpy(xs.bytes.data() + size_t(row * k) * 2,
+                          x.bytes.data() + size_t(r.sorted_pair[size_t(row)] / top_k * k) * 2, size_t(k) * 2);
+            const HostMatrix w = random_matrix(experts * n, k, DType::bf16, seed++, 0.05f);
+            const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
+            std::vector<float> wd(size_t(experts * n * k));
+            cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
+            std::vector<double> ref(size_t(pairs * n));
+            for (int64_t e = 0; e < experts; ++e)
+              for (int32_t row = r.offsets[size_t(e)]; row < r.offsets[size_t(e) + 1]; ++row)
+                for (int64_t j = 0; j < n; ++j) {
+                  double acc = 0;
+                  for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
+                  ref[size_t(row * n + j)] = acc;
+                }
+            const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
+            Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1) * n) * 2);
+            Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
+            ASSERT_EQ(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+            LinearWorkspace ws({pairs, n, k, false});
+            std::vector<uint16_t> first;
+            for (int run = 0; run < 2; ++run) {
+              ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+              ASSERT_NO_THROW(expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, experts,
+                                            static_cast<const int32_t*>(od.data()),
+                                            MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, nullptr))
+                  << what;
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+              const auto got = test::download16(yd.data(), size_t(pairs * n));
+              EXPECT_LE(test::relative_error(DType::bf16, got, ref, pairs * n), 1e-2) << what;
+              if (run == 1) EXPECT_EQ(got, first) << what << ": differs run to run";
+              first = got;
+            }
+          }
+}
+
 TEST(GpuRouting, BadInputIsAClearError) {
   KBIT_SKIP_WITHOUT_GPU();
   DeviceRoutingBuffers b(64, 8);
   Buffer ld = Buffer::allocate(Memory::device, 64 * 8 * 4);
-  auto expect_error = [](auto&& f, const std::string& needle) {
-    try {
-      f();
-      ADD_FAILURE() << "no error, expected '" << needle << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
+  using test::expect_error;
   const float* l = static_cast<const float*>(ld.data());
   expect_error([&] { cuda::route(l, 4, 8, 9, RoutingMode::topk_softmax, b.view(), nullptr); }, "top_k must be");
   expect_error([&] { cuda::route(l, 4, 2000, 2, RoutingMode::topk_softmax, b.view(), nullptr); }, "experts must be");
@@ -153,6 +212,19 @@ TEST(GpuRouting, BadInputIsAClearError) {
   expect_error([&] { cuda::route(l, 4, 8, 2, RoutingMode::topk_softmax, missing, nullptr); }, "are required");
   std::vector<float> host(8);
   expect_error([&] { cuda::route(host.data(), 1, 8, 2, RoutingMode::topk_softmax, b.view(), nullptr); }, "logits");
+  // expert_linear: N per expert not a multiple of 16, W not in mma16, too many experts.
+  const HostMatrix w = random_matrix(8 * 24, 64, DType::bf16, 3, 0.05f);
+  const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(4));
+  const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
+  Buffer xd = Buffer::allocate(Memory::device, 16 * 64 * 2), yd = Buffer::allocate(Memory::device, 16 * 48 * 2);
+  LinearWorkspace ws({16, 48, 64, false});
+  const TensorView xv{xd.data(), DType::bf16, 16, 64};
+  expect_error([&] { expert_linear(xv, wq, 8, b.view().offsets, MutableTensorView{yd.data(), DType::bf16, 16, 24}, ws,
+                                   nullptr); }, "multiple of 16");
+  expect_error([&] { expert_linear(xv, cuda::to_device(flat), 4, b.view().offsets,
+                                   MutableTensorView{yd.data(), DType::bf16, 16, 48}, ws, nullptr); }, "mma16");
+  expect_error([&] { expert_linear(xv, wq, 5, b.view().offsets, MutableTensorView{yd.data(), DType::bf16, 16, 48}, ws,
+                                   nullptr); }, "not a multiple of 5");
 }
 
 }  // namespace

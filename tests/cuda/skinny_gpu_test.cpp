@@ -141,14 +141,7 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
 TEST(GpuSkinny, BadInputIsAClearError) {
   KBIT_SKIP_WITHOUT_GPU();
   Buffer buf = Buffer::allocate(Memory::device, 1 << 20);
-  auto expect_error = [&](auto&& f, const std::string& needle) {
-    try {
-      f();
-      ADD_FAILURE() << "no error, expected '" << needle << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
+  using test::expect_error;
   const TensorView a{buf.data(), DType::bf16, 4, 64}, w{buf.data(), DType::bf16, 32, 64};
   const MutableTensorView c{buf.data(), DType::bf16, 4, 32};
   expect_error([&] { skinny_gemm(TensorView{buf.data(), DType::bf16, 4, 60}, TensorView{buf.data(), DType::bf16, 32, 60},

@@ -11,6 +11,7 @@
 
 #include "kbit/cuda.h"
 #include "kbit/dtype.h"
+#include "kbit/error.h"
 #include "kbit/tensor.h"
 
 namespace kbit::test {
@@ -58,6 +59,17 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
+}
+
+// Runs f and expects a kbit::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error, expected '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace kbit::test

@@ -34,7 +34,15 @@ struct FusedArgs {
   bool x_vec = false;      // x rows 16-byte aligned and K % 8 == 0: 16-byte activation loads
   int max_ctas = 1 << 30;  // persistent grid size (SMs x resident CTAs)
   bool pdl = false;        // launch with programmatic stream serialization (weights load before the wait)
+  // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows each (stripes per
+  // expert), x and y are [M, *] rows in expert order, expert e owning rows
+  // [expert_offsets[e], expert_offsets[e + 1]) (device memory). Items run over the token
+  // tiles of the non-empty experts only. Requires splits == 1, no bias, no residual.
+  const int32_t* expert_offsets = nullptr;
+  int experts = 0;
 };
+
+inline constexpr int kMaxGroupedExperts = 1024;
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8).
 struct FusedShape {

@@ -161,6 +161,30 @@ __device__ __forceinline__ uint4 load_x8(const uint16_t* x, int64_t ldx, int M, 
   return v;
 }
 
+// Grouped mode: table[e] = token tiles of experts before e (tiles of `rows` rows),
+// table[E] = all tiles. Warp 0 scans; the CTA waits for it.
+__device__ __forceinline__ void build_tile_table(const int32_t* offsets, int experts, int rows, int32_t* table) {
+  if (threadIdx.x < 32) {
+    const int lane = int(threadIdx.x);
+    const int per = (experts + 31) / 32, e0 = min(experts, lane * per), e1 = min(experts, e0 + per);
+    int local = 0;
+    for (int e = e0; e < e1; ++e) local += (offsets[e + 1] - offsets[e] + rows - 1) / rows;
+    int incl = local;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += o;
+    }
+    int run = incl - local;
+    for (int e = e0; e < e1; ++e) {
+      table[e] = run;
+      run += (offsets[e + 1] - offsets[e] + rows - 1) / rows;
+    }
+    if (lane == 31) table[experts] = incl;
+  }
+  __syncthreads();
+}
+
 template <int KB>
 struct Stage {
   uint2 w[KB];
@@ -205,19 +229,39 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const float ts = meta->tensor_scale * kScalePairFactor<T>;
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
-  const int items = args.stripes * args.splits * args.tiles;
+  int items = args.stripes * args.splits * args.tiles;
+  int32_t* tile_start = nullptr;  // grouped mode: [experts + 1], after the reduction buffer
+  if (args.expert_offsets) {
+    // The offsets come from the routing kernel: wait for it before reading them.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    tile_start = reinterpret_cast<int32_t*>(smem + Lut::words + (CTA ? WARPS * NT * 4 * 32 : 0));
+    build_tile_table(args.expert_offsets, args.experts, NT * 8, tile_start);
+    items = tile_start[args.experts] * args.stripes;  // splits == 1
+  }
   const int item_step = CTA ? int(gridDim.x) : int(gridDim.x) * WARPS;
 
   // Per-warp items need no barrier after the table is built, so one warp's split
   // fix-up (fence, counter) overlaps the other warps' streaming.
   for (int item = CTA ? int(blockIdx.x) : int(blockIdx.x) * WARPS + warp; item < items; item += item_step) {
-    const int stripe = item % args.stripes, split = (item / args.stripes) % args.splits;
-    const int m0 = (item / (args.stripes * args.splits)) * NT * 8;
+    int stripe = item % args.stripes, split = (item / args.stripes) % args.splits;
+    int m0 = (item / (args.stripes * args.splits)) * NT * 8, m_end = args.M, wstripe = stripe;
+    if (tile_start) {  // token tile -> its expert (the last e whose first tile is <= it), rows, weights
+      const int tile = item / args.stripes;
+      int lo = 0, hi = args.experts - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (tile_start[mid] <= tile) lo = mid; else hi = mid - 1;
+      }
+      m0 = args.expert_offsets[lo] + (tile - tile_start[lo]) * NT * 8;
+      m_end = args.expert_offsets[lo + 1];
+      wstripe = lo * args.stripes + stripe;
+      split = 0;
+    }
     const int st_begin = split * args.supertiles_per_split;
     const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
     const int st_first = st_begin + (CTA ? warp : 0);  // may be past st_end in CTA mode: no work
-    const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
-    const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
+    const uint2* wbase = args.words + int64_t(wstripe) * args.supertiles * KB * 32 + lane;
+    const uint2* sbase = args.scales + int64_t(wstripe) * args.supertiles * 8 + g;
 
     float acc[NT][4];
 #pragma unroll
@@ -366,7 +410,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = stripe * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-        if (row < args.N && t < args.M) {
+        if (row < args.N && t < m_end) {
           float v = acc[nt][i] * ts;
           if (bias) v += Element<T>::to_float(bias[row]);
           if (res) v += Element<T>::to_float(res[int64_t(t) * args.ldr + row]);
@@ -377,15 +421,16 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 }
 
 template <int KB, int NT, int WARPS, bool CTA>
-constexpr size_t fused_smem_bytes() {
-  return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0);
+constexpr size_t fused_smem_bytes(bool grouped = false) {
+  return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
+         (grouped ? size_t(kMaxGroupedExperts + 1) * 4 : 0);
 }
 
 template <int KB, typename T, int NT, int WARPS, bool CTA>
 cudaError_t configure_fused_instance() {
   static const cudaError_t configured = cudaFuncSetAttribute(
       fused_linear_kernel<KB, T, NT, WARPS, CTA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      int(fused_smem_bytes<KB, NT, WARPS, CTA>()));
+      int(fused_smem_bytes<KB, NT, WARPS, CTA>(true)));
   return configured;
 }
 
@@ -401,11 +446,16 @@ int occupancy_instance() {
 
 template <int KB, typename T, int NT, int WARPS, bool CTA>
 void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
-  const size_t smem = fused_smem_bytes<KB, NT, WARPS, CTA>();
+  const bool grouped = a.expert_offsets != nullptr;
+  const size_t smem = fused_smem_bytes<KB, NT, WARPS, CTA>(grouped);
   check_cuda(configure_fused_instance<KB, T, NT, WARPS, CTA>(), "fused linear: setting the shared memory size");
   // Persistent CTAs: at most a.max_ctas, looping over (stripe, split, token tile) items.
   KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
-  const int64_t items = int64_t(a.stripes) * a.splits * a.tiles;
+  KBIT_REQUIRE(!grouped || (a.splits == 1 && !a.bias && !a.residual && a.experts >= 1 &&
+                            a.experts <= kMaxGroupedExperts),
+               "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kMaxGroupedExperts, " experts");
+  // Grouped: at most every row's tile plus one partial tile per expert (the device knows the exact count).
+  const int64_t items = grouped ? (int64_t(a.tiles) + a.experts) * a.stripes : int64_t(a.stripes) * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
   const int64_t ctas = CTA ? items : (items + WARPS - 1) / WARPS;
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));

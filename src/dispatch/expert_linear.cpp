@@ -1,0 +1,88 @@
+// kbit::expert_linear: checks and the launch of the fused kernel in grouped mode
+// (src/cuda/linear/fused_linear.cuh: items over the token tiles of non-empty experts).
+#include <algorithm>
+
+#include "core/checks.h"
+#include "cuda/device_checks.h"
+#include "cuda/linear/fused_args.h"
+#include "dispatch/linear_internal.h"
+#include "kbit/cuda.h"
+#include "kbit/moe.h"
+
+namespace kbit {
+namespace {
+
+void check_rows(const TensorView& v, std::string_view what) {
+  detail::check_float_view(v, what);
+  KBIT_REQUIRE(v.dtype == DType::f16 || v.dtype == DType::bf16, what, ": dtype ", dtype_name(v.dtype),
+               " is not supported (expected F16 or BF16)");
+  cuda::detail::check_device_pointer(v.data, what);
+}
+
+}  // namespace
+
+void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t experts, const int32_t* expert_offsets,
+                   const MutableTensorView& y, LinearWorkspace& ws, cudaStream_t stream, const ExpertLinearOptions& o) {
+  detail::check_matrix(w, "expert_linear weight", Memory::device);
+  check_rows(x_in, "expert_linear x_sorted");
+  check_rows(y, "expert_linear y_sorted");
+  KBIT_REQUIRE(experts >= 1 && experts <= cuda::detail::kMaxGroupedExperts, "expert_linear: experts must be 1..",
+               cuda::detail::kMaxGroupedExperts, ", got ", experts);
+  KBIT_REQUIRE(w.rows() % experts == 0, "expert_linear: W has ", w.rows(), " rows, not a multiple of ", experts,
+               " experts");
+  const int64_t n = w.rows() / experts, k = w.cols(), p = x_in.rows;
+  KBIT_REQUIRE(n % 16 == 0, "expert_linear: each expert's N = ", n, " must be a multiple of 16");
+  KBIT_REQUIRE(x_in.cols == k, "expert_linear: x_sorted has ", x_in.cols, " columns but W has K = ", k);
+  KBIT_REQUIRE(y.rows == p && y.cols == n, "expert_linear: y_sorted is [", y.rows, ", ", y.cols, "], expected [", p,
+               ", ", n, "]");
+  KBIT_REQUIRE(y.dtype == x_in.dtype, "expert_linear: y is ", dtype_name(y.dtype), " but x is ", dtype_name(x_in.dtype));
+  KBIT_REQUIRE(w.layout() == Layout::mma16, "expert_linear: W must be in the mma16 layout (got ",
+               layout_name(w.layout()), ")");
+  KBIT_REQUIRE(expert_offsets, "expert_linear: expert_offsets is null");
+  cuda::detail::check_device_pointer(expert_offsets, "expert_linear expert_offsets");
+  KBIT_REQUIRE(reinterpret_cast<uintptr_t>(expert_offsets) % 4 == 0, "expert_linear: expert_offsets not 4-byte aligned");
+  KBIT_REQUIRE(p < (int64_t(1) << 31), "expert_linear: too many rows (", p, ")");
+  if (p == 0) return;
+
+  TensorView x = x_in;
+  if (w.rotation()) {
+    const auto& lim = ws.limits();
+    KBIT_REQUIRE(p <= lim.max_m && k <= lim.max_k, "expert_linear: rotating [", p, ", ", k,
+                 "] needs a workspace of max_m >= ", p, " and max_k >= ", k);
+    MutableTensorView rx{ws.impl().rotated.data(), x.dtype, p, k};
+    cuda::hadamard_rotate(x_in, rx, *w.rotation(), false, stream);
+    x = rx;
+  }
+
+  // Token tiles sized for the rows an active expert gets on average.
+  const int64_t active = std::min<int64_t>(experts, p);
+  const int n_tiles = o.n_tiles ? o.n_tiles : default_n_tiles((p + active - 1) / active);
+  const int warps = o.warps ? o.warps : 4;
+  const bool cta = o.items != LinearItems::warp;
+  KBIT_REQUIRE(n_tiles == 1 || n_tiles == 2 || n_tiles == 4 || n_tiles == 8,
+               "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
+  KBIT_REQUIRE(warps == 4 || warps == 8, "expert_linear: warps must be 4 or 8, got ", warps);
+
+  const Geometry g = w.geometry();
+  cuda::detail::FusedArgs a;
+  a.words = reinterpret_cast<const uint2*>(w.words());
+  a.scales = reinterpret_cast<const uint2*>(w.scales());
+  a.meta = w.device_meta();
+  a.x = x.data, a.ldx = x.stride();
+  a.y = y.data, a.ldy = y.stride();
+  a.M = int(p), a.N = int(n), a.K = int(k);
+  a.supertiles = int(g.supertiles());
+  a.stripes = int(n / 16);
+  a.splits = 1;
+  a.supertiles_per_split = a.supertiles;
+  a.tiles = int((p + 8 * n_tiles - 1) / (8 * n_tiles));
+  a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
+  a.pdl = o.pdl || w.rotation().has_value();
+  a.expert_offsets = expert_offsets;
+  a.experts = int(experts);
+  a.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(w.bits(), n_tiles, warps, cta, x.dtype);
+  const cuda::detail::FusedShape shape{n_tiles, warps, cta};
+  detail::launch_fused(w.bits(), a, shape, x.dtype, stream);
+}
+
+}  // namespace kbit
