@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -85,6 +86,9 @@ void gather_rows(const TensorView& x, const int32_t* sorted_pair, int top_k, con
 void combine(const TensorView& expert_out, const DeviceRouting& r, int top_k, const MutableTensorView& y,
              bool accumulate, cudaStream_t stream);
 
+// h[r, i] = silu(gu[r, i]) * gu[r, I + i] for gu [R, 2I] (gate columns, then up), f16/bf16.
+void swiglu(const TensorView& gate_up, const MutableTensorView& h, cudaStream_t stream);
+
 }  // namespace cuda
 
 struct ExpertLinearOptions {
@@ -105,5 +109,57 @@ struct ExpertLinearOptions {
 void expert_linear(const TensorView& x_sorted, const QuantizedMatrix& w_stacked, int64_t experts,
                    const int32_t* expert_offsets, const MutableTensorView& y_sorted, LinearWorkspace& ws,
                    cudaStream_t stream, const ExpertLinearOptions& o = {});
+
+// A MoE feed-forward block's weights (device, mma16): per expert, gate_up holds the
+// gate rows [0, I) then the up rows [I, 2I) of a [2I, H] projection, all experts
+// stacked into [E 2I, H]; down is [E H, I]. The shared expert (optional) is one
+// [2Is, H] gate_up and one [H, Is] down projection.
+struct MoeWeights {
+  const QuantizedMatrix* gate_up = nullptr;
+  const QuantizedMatrix* down = nullptr;
+  int64_t experts = 0;
+  const QuantizedMatrix* shared_gate_up = nullptr;
+  const QuantizedMatrix* shared_down = nullptr;
+};
+
+struct MoeOptions {
+  int top_k = 8;
+  RoutingMode routing = RoutingMode::topk_softmax;
+};
+
+// Device scratch of moe_forward for up to max_tokens tokens: the routing, the
+// expert-ordered rows at every stage, and a LinearWorkspace. Allocated once.
+class MoeWorkspace {
+ public:
+  struct Limits {
+    int64_t max_tokens = 16;
+    int64_t hidden = 0;              // H
+    int64_t intermediate = 0;        // I (per expert)
+    int64_t experts = 0;
+    int top_k = 8;
+    int64_t shared_intermediate = 0;  // Is, 0 without a shared expert
+  };
+  explicit MoeWorkspace(const Limits& limits);
+  ~MoeWorkspace();
+  MoeWorkspace(const MoeWorkspace&) = delete;
+  MoeWorkspace& operator=(const MoeWorkspace&) = delete;
+  const Limits& limits() const { return limits_; }
+  DeviceRouting routing();  // of the last call (for tests and inspection)
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  Limits limits_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// y[T, H] = sum over the top_k experts e of token t of weight * down_e(swiglu(gate_up_e(x_t)))
+// (+ the shared expert's down(swiglu(gate_up(x_t))) when given), from router logits
+// [T, E] (fp32, device). Launches: route, gather, grouped gate+up, SwiGLU, grouped
+// down, combine (+ shared expert: gate+up, SwiGLU, down first); no host
+// synchronisation, graph-capturable. NOT YET RUN ON A GPU.
+void moe_forward(const TensorView& x, const float* router_logits, const MoeWeights& w, const MutableTensorView& y,
+                 MoeWorkspace& ws, cudaStream_t stream, const MoeOptions& o = {});
 
 }  // namespace kbit

@@ -199,6 +199,100 @@ TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
           }
 }
 
+// bf16 rounding, as the GPU stores every intermediate.
+double bf16_round(double v) { return bf16_bits_to_float(float_to_bf16_bits(float(v))); }
+
+// Dequantized rows of a flat host matrix as floats.
+std::vector<float> dequantized(const QuantizedMatrix& flat) {
+  std::vector<float> out(size_t(flat.rows() * flat.cols()));
+  cpu::dequantize(flat, MutableTensorView{out.data(), DType::f32, flat.rows(), flat.cols()});
+  return out;
+}
+
+TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t hidden = 64, inter = 32, experts = 8, shared_inter = 48;
+  const int top_k = 2;
+  for (int64_t tokens : {1, 5, 16})
+    for (bool shared : {false, true}) {
+      const std::string what = "T=" + std::to_string(tokens) + (shared ? " shared" : "");
+      uint64_t seed = 500 + uint64_t(tokens) * 2 + (shared ? 1 : 0);
+      const HostMatrix x = random_matrix(tokens, hidden, DType::bf16, seed++);
+      std::mt19937 rng(uint32_t(seed++));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<float> logits(size_t(tokens * experts));
+      for (auto& v : logits) v = nd(rng);
+      const QuantizedMatrix gu = cpu::quantize(random_matrix(experts * 2 * inter, hidden, DType::bf16, seed++, 0.1f).view(),
+                                               Codebook::bnf(4));
+      const QuantizedMatrix dn = cpu::quantize(random_matrix(experts * hidden, inter, DType::bf16, seed++, 0.1f).view(),
+                                               Codebook::bnf(4));
+      const QuantizedMatrix sgu = cpu::quantize(random_matrix(2 * shared_inter, hidden, DType::bf16, seed++, 0.1f).view(),
+                                                Codebook::bnf(4));
+      const QuantizedMatrix sdn = cpu::quantize(random_matrix(hidden, shared_inter, DType::bf16, seed++, 0.1f).view(),
+                                                Codebook::bnf(4));
+      const auto gu_f = dequantized(gu), dn_f = dequantized(dn), sgu_f = dequantized(sgu), sdn_f = dequantized(sdn);
+      // Reference: one expert (or the shared one) on one token, intermediates rounded to bf16.
+      auto ffn = [&](const std::vector<float>& wgu, const std::vector<float>& wdn, int64_t row0_gu, int64_t row0_dn,
+                     int64_t width, int64_t t) {
+        std::vector<double> hmid(static_cast<size_t>(width));
+        for (int64_t i = 0; i < width; ++i) {
+          double g = 0, u = 0;
+          for (int64_t c = 0; c < hidden; ++c) {
+            g += double(x.at(t, c)) * wgu[size_t((row0_gu + i) * hidden + c)];
+            u += double(x.at(t, c)) * wgu[size_t((row0_gu + width + i) * hidden + c)];
+          }
+          g = bf16_round(g), u = bf16_round(u);
+          hmid[size_t(i)] = bf16_round(g / (1 + std::exp(-g)) * u);
+        }
+        std::vector<double> out(static_cast<size_t>(hidden));
+        for (int64_t j = 0; j < hidden; ++j) {
+          double acc = 0;
+          for (int64_t i = 0; i < width; ++i) acc += hmid[size_t(i)] * wdn[size_t((row0_dn + j) * width + i)];
+          out[size_t(j)] = bf16_round(acc);
+        }
+        return out;
+      };
+      const Routing r = cpu::route(logits.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
+      std::vector<double> ref(size_t(tokens * hidden), 0.0);
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (shared) {
+          const auto s = ffn(sgu_f, sdn_f, 0, 0, shared_inter, t);
+          for (int64_t j = 0; j < hidden; ++j) ref[size_t(t * hidden + j)] = s[size_t(j)];
+        }
+        for (int s = 0; s < top_k; ++s) {
+          const int64_t e = r.expert[size_t(t * top_k + s)];
+          const auto o = ffn(gu_f, dn_f, e * 2 * inter, e * hidden, inter, t);
+          for (int64_t j = 0; j < hidden; ++j) ref[size_t(t * hidden + j)] += r.weight[size_t(t * top_k + s)] * o[size_t(j)];
+        }
+      }
+      const QuantizedMatrix gud = cuda::to_device(cpu::repack(gu, Layout::mma16)),
+                            dnd = cuda::to_device(cpu::repack(dn, Layout::mma16)),
+                            sgud = cuda::to_device(cpu::repack(sgu, Layout::mma16)),
+                            sdnd = cuda::to_device(cpu::repack(sdn, Layout::mma16));
+      MoeWeights w;
+      w.gate_up = &gud, w.down = &dnd, w.experts = experts;
+      if (shared) w.shared_gate_up = &sgud, w.shared_down = &sdnd;
+      MoeWorkspace ws({16, hidden, inter, experts, top_k, shared ? shared_inter : 0});
+      Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(tokens * hidden) * 2);
+      Buffer ld = Buffer::allocate(Memory::device, logits.size() * 4);
+      ASSERT_EQ(cudaMemcpy(ld.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      MoeOptions o;
+      o.top_k = top_k;
+      std::vector<uint16_t> first;
+      for (int run = 0; run < 2; ++run) {
+        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+        ASSERT_NO_THROW(moe_forward(TensorView{xd.data(), DType::bf16, tokens, hidden}, static_cast<const float*>(ld.data()),
+                                    w, MutableTensorView{yd.data(), DType::bf16, tokens, hidden}, ws, nullptr, o))
+            << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        const auto got = test::download16(yd.data(), size_t(tokens * hidden));
+        EXPECT_LE(test::relative_error(DType::bf16, got, ref, tokens * hidden), 1e-2) << what;
+        if (run == 1) EXPECT_EQ(got, first) << what << ": differs run to run";
+        first = got;
+      }
+    }
+}
+
 TEST(GpuRouting, BadInputIsAClearError) {
   KBIT_SKIP_WITHOUT_GPU();
   DeviceRoutingBuffers b(64, 8);

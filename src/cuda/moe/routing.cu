@@ -11,7 +11,7 @@
 // warps, then over experts (block scan) gives offsets and each warp's first row per
 // expert; each warp then places its pairs in order (rank = earlier lanes of the same
 // expert). Stable and deterministic. Shared memory 16 x E x 4 bytes (64 KB at E = 1024).
-// Gather and combine: one CTA per row, 16-byte accesses where aligned.
+// Gather and combine: one CTA per row, 16-byte accesses where aligned. SwiGLU: elementwise.
 // NOT YET RUN ON A GPU (written after the session's device time was spent):
 // tests/cuda/moe_gpu_test.cpp checks it against the CPU reference.
 #include <climits>
@@ -182,6 +182,15 @@ __global__ void combine_kernel(const T* __restrict__ expert_out, int64_t ldo, co
   y[t * ldy + c] = detail::Element<T>::from_float(acc);
 }
 
+template <typename T>
+__global__ void swiglu_kernel(const T* __restrict__ gu, int64_t ldg, T* __restrict__ h, int64_t ldh, int64_t inter) {
+  const int64_t r = blockIdx.y;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= inter) return;
+  const float g = detail::Element<T>::to_float(gu[r * ldg + i]), u = detail::Element<T>::to_float(gu[r * ldg + inter + i]);
+  h[r * ldh + i] = detail::Element<T>::from_float(g / (1.0f + expf(-g)) * u);
+}
+
 void require_device_routing(const DeviceRouting& r, bool need_order) {
   KBIT_REQUIRE(r.expert && r.weight, "routing: expert and weight buffers are required");
   if (need_order) KBIT_REQUIRE(r.offsets && r.sorted_pair && r.pair_row, "routing: offsets, sorted_pair and pair_row are required");
@@ -257,6 +266,22 @@ void combine(const TensorView& expert_out, const DeviceRouting& r, int top_k, co
                                                 accumulate ? 1 : 0);
   });
   detail::check_launch("combine kernel");
+}
+
+void swiglu(const TensorView& gate_up, const MutableTensorView& h, cudaStream_t stream) {
+  detail::check_device_view(gate_up, "swiglu gate_up");
+  detail::check_device_view(h, "swiglu output");
+  KBIT_REQUIRE(gate_up.dtype == h.dtype, "swiglu: gate_up is ", dtype_name(gate_up.dtype), " but h is ",
+               dtype_name(h.dtype));
+  KBIT_REQUIRE(gate_up.rows == h.rows && gate_up.cols == 2 * h.cols, "swiglu: gate_up [", gate_up.rows, ", ",
+               gate_up.cols, "] must be [R, 2 I] for h [", h.rows, ", ", h.cols, "]");
+  KBIT_REQUIRE(h.rows <= 65535, "swiglu: at most 65535 rows per call, got ", h.rows);
+  const dim3 grid(unsigned((h.cols + 255) / 256), unsigned(h.rows));
+  detail::dispatch_float(h.dtype, [&]<typename T>() {
+    swiglu_kernel<T><<<grid, 256, 0, stream>>>(static_cast<const T*>(gate_up.data), gate_up.stride(),
+                                               static_cast<T*>(h.data), h.stride(), h.cols);
+  });
+  detail::check_launch("swiglu kernel");
 }
 
 }  // namespace kbit::cuda
