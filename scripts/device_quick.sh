@@ -19,6 +19,9 @@ for step in ${KBIT_STEPS:-}; do
     model_bench) echo "== kbit bench --model all ${KBIT_BENCH_ARGS:-}"
       timeout "${KBIT_BENCH_TIMEOUT:-100}" build-dev/kbit bench --model all ${KBIT_BENCH_ARGS:-} --json "$OUT/model_bench.jsonl" \
         > "$OUT/model_bench.txt" 2> "$OUT/model_bench_progress.txt"; echo "rc=$?" ;;
+    moe_bench) echo "== kbit bench moe ${KBIT_MOE_ARGS:-}"
+      timeout "${KBIT_MOE_TIMEOUT:-150}" build-dev/kbit bench moe ${KBIT_MOE_ARGS:-} --json "$OUT/moe_bench.jsonl" \
+        > "$OUT/moe_bench.txt" 2>&1; echo "rc=$?"; cat "$OUT/moe_bench.txt" ;;
     stream_bench) echo "== kbit stream-bench ${KBIT_STREAM_ARGS:-}"
       timeout "${KBIT_STREAM_TIMEOUT:-100}" build-dev/kbit stream-bench ${KBIT_STREAM_ARGS:-} > "$OUT/stream_bench.txt" 2>&1
       echo "rc=$?"; cat "$OUT/stream_bench.txt" | tail -30 ;;

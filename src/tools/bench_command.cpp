@@ -13,6 +13,7 @@
 
 #include "bench/format_bench.h"
 #include "bench/hadamard_bench.h"
+#include "bench/moe_bench.h"
 #include "bench/stream_bench.h"
 #include "bench/linear_bench.h"
 #include "commands.h"
@@ -172,6 +173,21 @@ void add_bench_command(CLI::App& app) {
   hcmd->callback([had] {
     KBIT_REQUIRE(had->repeats > 0, "--repeats must be positive");
     bench::run_hadamard_bench(had->json, had->repeats);
+  });
+  auto moe = std::make_shared<bench::MoeBenchOptions>();
+  CLI::App* mcmd = bench->add_subcommand("moe", "grouped expert GEMMs of a model's MoE projections: cuBLAS grouped "
+                                                "bf16 against kbit::expert_linear on the same random routing");
+  mcmd->add_option("--model", moe->model, "glm47 or qwen3_coder_next")->capture_default_str();
+  mcmd->add_option("--tokens", moe->tokens, "tokens per call")->delimiter(',')->capture_default_str();
+  mcmd->add_option("--bits", moe->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
+  mcmd->add_option("--repeats", moe->repeats, "timed samples per row")->capture_default_str();
+  mcmd->add_option("--seed", moe->seed, "routing seed")->capture_default_str();
+  mcmd->add_option("--json", moe->json_path, "one JSON object per row");
+  mcmd->callback([moe] {
+    KBIT_REQUIRE(moe->repeats > 0, "--repeats must be positive");
+    for (int64_t t : moe->tokens) KBIT_REQUIRE(t >= 1 && t <= 65536, "--tokens values must be 1..65536, got ", t);
+    for (int b : moe->bits) require_supported_bits(b);
+    bench::run_moe_bench(*moe);
   });
   auto repeats = std::make_shared<int>(15);
   CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");

@@ -1,0 +1,144 @@
+#include "bench/moe_bench.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/inputs.h"
+#include "bench/timing.h"
+#include "cuda/common.cuh"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/moe.h"
+#include "kbit/shapes.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("moe bench: ") + what + ": cuBLAS status " + std::to_string(int(s)));
+}
+
+// bf16 grouped GEMM over the non-empty experts: y_e[m_e, N] = x_e[m_e, K] W_e^T.
+class GroupedBaseline {
+ public:
+  GroupedBaseline(const std::vector<int32_t>& offsets, int64_t n, int64_t k, const uint16_t* w, const uint16_t* x,
+                  uint16_t* y) {
+    check_cublas(cublasCreate(&handle_), "create");
+    check_cublas(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST), "pointer mode");
+    workspace_ = Buffer::allocate(Memory::device, size_t(32) << 20);
+    check_cublas(cublasSetWorkspace(handle_, workspace_.data(), workspace_.size()), "workspace");
+    std::vector<const void*> a, b;
+    std::vector<void*> c;
+    for (size_t e = 0; e + 1 < offsets.size(); ++e) {
+      const int rows = offsets[e + 1] - offsets[e];
+      if (!rows) continue;
+      ta_.push_back(CUBLAS_OP_T), tb_.push_back(CUBLAS_OP_N);
+      m_.push_back(int(n)), n_.push_back(rows), k_.push_back(int(k));
+      lda_.push_back(int(k)), ldb_.push_back(int(k)), ldc_.push_back(int(n));
+      alpha_.push_back(1.0f), beta_.push_back(0.0f), size_.push_back(1);
+      a.push_back(w + int64_t(e) * n * k), b.push_back(x + int64_t(offsets[e]) * k), c.push_back(y + int64_t(offsets[e]) * n);
+    }
+    groups_ = int(ta_.size());
+    ptrs_ = Buffer::allocate(Memory::device, size_t(std::max(groups_, 1)) * 3 * sizeof(void*));
+    std::vector<const void*> all(a);
+    all.insert(all.end(), b.begin(), b.end());
+    for (void* p : c) all.push_back(p);
+    check_cuda(cudaMemcpy(ptrs_.data(), all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice), "moe bench: pointers");
+  }
+  ~GroupedBaseline() { cublasDestroy(handle_); }
+  void run(cudaStream_t s) {
+    if (!groups_) return;
+    check_cublas(cublasSetStream(handle_, s), "stream");
+    void** p = static_cast<void**>(ptrs_.data());
+    check_cublas(cublasGemmGroupedBatchedEx(handle_, ta_.data(), tb_.data(), m_.data(), n_.data(), k_.data(), alpha_.data(),
+                                            p, CUDA_R_16BF, lda_.data(), p + groups_, CUDA_R_16BF, ldb_.data(),
+                                            beta_.data(), p + 2 * groups_, CUDA_R_16BF,
+                                            ldc_.data(), groups_, size_.data(), CUBLAS_COMPUTE_32F),
+                 "grouped GEMM");
+  }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+  Buffer workspace_, ptrs_;
+  std::vector<cublasOperation_t> ta_, tb_;
+  std::vector<int> m_, n_, k_, lda_, ldb_, ldc_, size_;
+  std::vector<float> alpha_, beta_;
+  int groups_ = 0;
+};
+
+}  // namespace
+
+void run_moe_bench(const MoeBenchOptions& o) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit bench moe needs a CUDA GPU: ", cuda::device_description());
+  const ModelShapes& shapes = model_shapes(o.model);
+  const DeviceInfo dev = device_info();
+  std::vector<nlohmann::json> rows;
+  std::printf("device: %s; model %s; routing: seeded random logits, top-k softmax\n\n", dev.name.c_str(), o.model.c_str());
+  std::printf("%-12s %5s %2s %7s %8s %12s %12s %8s %9s\n", "projection", "T", "k", "experts", "touched", "cuBLAS us",
+              "kbit us", "speedup", "kbit TB/s");
+  for (const auto& p : shapes.projections) {
+    if (p.experts <= 1) continue;
+    const int64_t e = p.experts, n = p.N, k = p.K;
+    // bf16 experts (one set: E x N x K is far beyond 3x L2) and their k-bit stack; every
+    // expert gets the same random values (copied on the device), which costs the same.
+    Buffer one = upload(random_bf16(size_t(n * k), 77, 0.05f));
+    Buffer wd = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
+    for (int64_t i = 0; i < e; ++i)
+      check_cuda(cudaMemcpy(static_cast<char*>(wd.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
+                            cudaMemcpyDeviceToDevice),
+                 "moe bench: experts");
+    for (int bits : o.bits) {
+      const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(bits), nullptr);
+      const QuantizedMatrix wq = cuda::repack(flat, Layout::mma16, nullptr);
+      const double packed_per_expert = double(wq.storage_bytes()) / double(e);
+      for (int64_t t : o.tokens) {
+        std::mt19937 rng(uint32_t(o.seed + uint64_t(t)));
+        std::normal_distribution<float> nd(0.f, 1.f);
+        std::vector<float> logits(size_t(t * e));
+        for (auto& v : logits) v = nd(rng);
+        const Routing r = cpu::route(logits.data(), t, e, p.active, RoutingMode::topk_softmax);
+        const int64_t pairs = t * p.active;
+        int touched = 0;
+        for (int64_t i = 0; i < e; ++i) touched += r.offsets[size_t(i) + 1] > r.offsets[size_t(i)];
+        Buffer xd = upload(random_bf16(size_t(pairs * k), 78, 1.0f));
+        Buffer yd = Buffer::allocate(Memory::device, size_t(pairs * n) * 2);
+        Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
+        check_cuda(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), "moe bench: offsets");
+        LinearWorkspace ws({pairs, n, k, false});
+        GroupedBaseline base(r.offsets, n, k, static_cast<const uint16_t*>(wd.data()),
+                             static_cast<const uint16_t*>(xd.data()), static_cast<uint16_t*>(yd.data()));
+        TimingOptions to;
+        to.calls_per_graph = 4, to.replays = 5, to.repeats = o.repeats;
+        const Timing tb = time_graph([&](cudaStream_t s, int) { base.run(s); }, to);
+        const Timing tk = time_graph(
+            [&](cudaStream_t s, int) {
+              expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, e, static_cast<const int32_t*>(od.data()),
+                            MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, s);
+            },
+            to);
+        const double tbps = packed_per_expert * touched / (tk.median_us * 1e6);
+        std::printf("%-12s %5lld %2d %7lld %8d %12.2f %12.2f %7.2fx %9.2f\n", p.name.c_str(), (long long)t, bits,
+                    (long long)e, touched, tb.median_us, tk.median_us, tb.median_us / tk.median_us, tbps);
+        rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
+                        {"experts", e}, {"touched", touched}, {"n", n}, {"k", k}, {"cublas_grouped_us", tb.median_us},
+                        {"kbit_expert_linear_us", tk.median_us}, {"speedup", tb.median_us / tk.median_us},
+                        {"kbit_effective_TBps", tbps}, {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
+      }
+    }
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream f(o.json_path);
+    KBIT_REQUIRE(f.good(), "cannot write ", o.json_path);
+    for (const auto& j : rows) f << j.dump() << "\n";
+  }
+}
+
+}  // namespace kbit::bench
