@@ -13,8 +13,8 @@
 //   the chunk (a < p, b < q) sits at a*q + b. Loads of 8 contiguous elements do the
 //   first 3 butterfly stages in registers, the rest run in shared memory (fp32, 4 B
 //   per element) two stages per barrier; the order-p mix reads a column of p values
-//   and writes its outputs straight to global memory, one FFMA per term (H_p as
-//   float parameters). With few chunks (decode), up to 8 CTAs share a chunk: each
+//   and writes its outputs straight to global memory, one FADD per term (H_p's
+//   signs are compile-time constants, format/small_hadamard.h). With few chunks (decode), up to 8 CTAs share a chunk: each
 //   redoes the power-of-two stages and mixes its slice of the columns.
 // Both kernels call griddepcontrol.launch_dependents first so that a following
 // kernel launched with programmatic dependent launch (kbit::linear) can start
@@ -24,8 +24,10 @@
 // at 80% and 79% of the copy kernel, row mode (16384) at 29%.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "common.cuh"
+#include "format/small_hadamard.h"
 #include "kbit/cuda.h"
 #include "kbit/hadamard.h"
 
@@ -184,35 +186,50 @@ __global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(co
 }
 
 // ---- CTA kernel: B = P * q; `parts` CTAs per chunk ----
-// H_P (or H_P^T for the inverse) as floats: with compile-time indices each +-1 term is
-// one FFMA reading the parameter bank.
+// The order-P mix with the signs of H_P (H_P^T for the inverse) as compile-time
+// constants (format/small_hadamard.h, the CPU's own tables): one FADD per term.
 template <int P>
-struct MixTable {
-  float h[P][P];
+struct SmallHadamardTable {
+  static constexpr kbit::detail::SmallHadamard<P> value = kbit::detail::small_hadamard<P>();
 };
 
-// Outputs a in [GRP * per, (GRP + 1) * per) of column b: dst[a * q + b].
-template <typename T, int P, int GROUPS, int GRP>
-__device__ __forceinline__ void mix_column(const float (&col)[P], const MixTable<P>& mix, T* dst, int q, int b,
-                                           float scale, const uint32_t* inverse_signs) {
-  constexpr int kPer = (P + GROUPS - 1) / GROUPS, kA0 = GRP * kPer, kA1 = kA0 + kPer < P ? kA0 + kPer : P;
-#pragma unroll
-  for (int a = kA0; a < kA1; ++a) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int c = 0; c < P; ++c) acc = fmaf(col[c], mix.h[a][c], acc);
-    const int i = a * q + b;
-    acc *= scale;
-    if (inverse_signs && ((inverse_signs[i >> 5] >> (i & 31)) & 1u)) acc = -acc;
-    dst[i] = detail::Element<T>::from_float(acc);
-  }
+template <int P, bool INV, int A, int C>
+__device__ __forceinline__ float signed_term(const float (&col)[P]) {
+  constexpr int kSign = INV ? SmallHadamardTable<P>::value.h[C][A] : SmallHadamardTable<P>::value.h[A][C];
+  if constexpr (kSign > 0)
+    return col[C];
+  else
+    return -col[C];
 }
 
-template <typename T, int P, int SignWords>
+template <typename T, int P, bool INV, int A>
+__device__ __forceinline__ void mix_output(const float (&col)[P], T* dst, int q, int b, float scale,
+                                           const uint32_t* inverse_signs) {
+  float acc = [&]<int... C>(std::integer_sequence<int, C...>) {
+    float sum = 0.0f;
+    ((sum += signed_term<P, INV, A, C>(col)), ...);
+    return sum;
+  }(std::make_integer_sequence<int, P>{});
+  const int i = A * q + b;
+  acc *= scale;
+  if (inverse_signs && ((inverse_signs[i >> 5] >> (i & 31)) & 1u)) acc = -acc;
+  dst[i] = detail::Element<T>::from_float(acc);
+}
+
+// Outputs a in [GRP * per, (GRP + 1) * per) of column b: dst[a * q + b].
+template <typename T, int P, bool INV, int GROUPS, int GRP>
+__device__ __forceinline__ void mix_column(const float (&col)[P], T* dst, int q, int b, float scale,
+                                           const uint32_t* inverse_signs) {
+  constexpr int kPer = (P + GROUPS - 1) / GROUPS, kA0 = GRP * kPer, kA1 = kA0 + kPer < P ? kA0 + kPer : P;
+  [&]<int... A>(std::integer_sequence<int, A...>) {
+    (mix_output<T, P, INV, kA0 + A>(col, dst, q, b, scale, inverse_signs), ...);
+  }(std::make_integer_sequence<int, (kA1 > kA0 ? kA1 - kA0 : 0)>{});
+}
+
+template <typename T, int P, bool INV, int SignWords>
 __global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
                                                                    const int log2_q, const int parts,
                                                                    const int stage_signs,
-                                                                   const __grid_constant__ MixTable<P> mix,
                                                                    const __grid_constant__ SignBits<SignWords> signs) {
   allow_dependents_to_launch();
   extern __shared__ float buf[];  // [chunk] values, then [chunk / 32] sign words
@@ -306,10 +323,10 @@ __global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* i
 #pragma unroll
       for (int c = 0; c < P; ++c) col[c] = buf[c * q + b];
       switch (grp) {
-        case 0: mix_column<T, P, kGroups, 0>(col, mix, dst, q, b, g.scale, inv); break;
-        case 1: mix_column<T, P, kGroups, 1>(col, mix, dst, q, b, g.scale, inv); break;
-        case 2: mix_column<T, P, kGroups, 2>(col, mix, dst, q, b, g.scale, inv); break;
-        default: mix_column<T, P, kGroups, 3>(col, mix, dst, q, b, g.scale, inv); break;
+        case 0: mix_column<T, P, INV, kGroups, 0>(col, dst, q, b, g.scale, inv); break;
+        case 1: mix_column<T, P, INV, kGroups, 1>(col, dst, q, b, g.scale, inv); break;
+        case 2: mix_column<T, P, INV, kGroups, 2>(col, dst, q, b, g.scale, inv); break;
+        default: mix_column<T, P, INV, kGroups, 3>(col, dst, q, b, g.scale, inv); break;
       }
     }
   }
@@ -367,20 +384,18 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
   const size_t smem = value_bytes + (stage_signs ? sign_bytes : 0);
   auto go = [&]<int P, int Words>() {
-    MixTable<P> mix{};
-    if constexpr (P > 1) {
-      const auto& h = hadamard_small(P);
-      for (int a = 0; a < P; ++a)
-        for (int c = 0; c < P; ++c) mix.h[a][c] = float(inverse ? h[size_t(c * P + a)] : h[size_t(a * P + c)]);
-    } else {
-      mix.h[0][0] = 1.0f;
-    }
-    auto kernel = hadamard_cta_kernel<T, P, Words>;
-    if (smem > 48 * 1024)
-      detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                         "hadamard_rotate: shared memory limit");
-    kernel<<<unsigned(g.chunks * parts), kCtaThreads, smem, stream>>>(in, out, g, log2_q, parts, stage_signs, mix,
-                                                                      sign_bits<Words>(r));
+    auto launch = [&](auto kernel) {
+      if (smem > 48 * 1024)
+        detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                           "hadamard_rotate: shared memory limit");
+      kernel<<<unsigned(g.chunks * parts), kCtaThreads, smem, stream>>>(in, out, g, log2_q, parts, stage_signs,
+                                                                        sign_bits<Words>(r));
+    };
+    // The transpose only matters to the order-P mix (P = 1 has none).
+    if (P > 1 && inverse)
+      launch(hadamard_cta_kernel<T, P, true, Words>);
+    else
+      launch(hadamard_cta_kernel<T, P, false, Words>);
   };
   auto with_p = [&]<int Words>() {
     switch (p) {

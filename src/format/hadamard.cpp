@@ -7,10 +7,14 @@
 
 #include "cpu/elements.h"
 #include "cpu/parallel.h"
+#include "format/small_hadamard.h"
 #include "kbit/error.h"
 
 namespace kbit {
 namespace {
+
+using detail::small_hadamard;
+using detail::SmallHadamard;
 
 int64_t odd_factor(int64_t n) {  // n = p * 2^m: returns p (or 0 if n <= 0)
   if (n <= 0) return 0;
@@ -25,51 +29,13 @@ int64_t small_order(int64_t n) {  // the order of H_p for n (1, 12, 20 or 28), o
   return 0;
 }
 
-// Quadratic character of a mod prime q: 0, 1 or -1.
-int chi(int a, int q) {
-  a %= q;
-  if (a < 0) a += q;
-  if (a == 0) return 0;
-  for (int x = 1; x < q; ++x)
-    if (x * x % q == a) return 1;
-  return -1;
-}
-
-std::vector<int8_t> paley1(int q) {  // q = 3 mod 4, prime: order q + 1
-  const int n = q + 1;
-  std::vector<int8_t> h(size_t(n * n));
-  // S = [[0, 1^T], [-1, Q]] with Q[i][j] = chi(j - i); H = I + S
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      int s;
-      if (i == 0) s = j == 0 ? 0 : 1;
-      else if (j == 0) s = -1;
-      else s = chi(j - i, q);
-      h[size_t(i * n + j)] = int8_t(s + (i == j ? 1 : 0));
-    }
-  return h;
-}
-
-std::vector<int8_t> paley2(int q) {  // q = 1 mod 4, prime: order 2 (q + 1)
-  const int c = q + 1, n = 2 * c;
-  std::vector<int> conf(size_t(c * c));  // symmetric conference matrix [[0, 1^T], [1, Q]]
-  for (int i = 0; i < c; ++i)
-    for (int j = 0; j < c; ++j) {
-      if (i == 0) conf[size_t(i * c + j)] = j == 0 ? 0 : 1;
-      else if (j == 0) conf[size_t(i * c + j)] = 1;
-      else conf[size_t(i * c + j)] = chi(j - i, q);
-    }
-  // each 0 becomes [[1, -1], [-1, -1]], each +-1 becomes +-[[1, 1], [1, -1]]
-  std::vector<int8_t> h(size_t(n * n));
-  for (int i = 0; i < c; ++i)
-    for (int j = 0; j < c; ++j)
-      for (int a = 0; a < 2; ++a)
-        for (int b = 0; b < 2; ++b) {
-          const int v = conf[size_t(i * c + j)];
-          const int e = v == 0 ? ((a == 0 && b == 0) ? 1 : -1) : v * ((a == 1 && b == 1) ? -1 : 1);
-          h[size_t((2 * i + a) * n + 2 * j + b)] = int8_t(e);
-        }
-  return h;
+template <int P>
+std::vector<int8_t> as_vector() {  // the compile-time table (format/small_hadamard.h), row-major
+  constexpr SmallHadamard<P> m = small_hadamard<P>();
+  std::vector<int8_t> v(size_t(P * P));
+  for (int a = 0; a < P; ++a)
+    for (int c = 0; c < P; ++c) v[size_t(a * P + c)] = m.h[a][c];
+  return v;
 }
 
 // In-place fast Walsh-Hadamard transform (unnormalised) of length n = 2^m.
@@ -109,7 +75,8 @@ void transform_chunk(float* x, int64_t n, bool transpose, std::vector<float>& tm
 bool is_supported_hadamard_size(int64_t n) { return n >= 1 && n <= (int64_t(1) << 20) && small_order(n) != 0; }
 
 const std::vector<int8_t>& hadamard_small(int p) {
-  static const std::vector<int8_t> h1{1}, h2{1, 1, 1, -1}, h12 = paley1(11), h20 = paley1(19), h28 = paley2(13);
+  static const std::vector<int8_t> h1 = as_vector<1>(), h2 = as_vector<2>(), h12 = as_vector<12>(),
+                                   h20 = as_vector<20>(), h28 = as_vector<28>();
   switch (p) {
     case 1: return h1;
     case 2: return h2;
