@@ -90,4 +90,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
 void linear(const TensorView& x, const QuantizedMatrix& w, const MutableTensorView& y, LinearWorkspace& workspace,
             cudaStream_t stream, const LinearOptions& options = {});
 
+// The same for an unquantized 16-bit W[N, K] (x's dtype): kbit::skinny_gemm's kernel
+// for M <= kMaxSkinnyM (path automatic or fused_mma), cuBLASLt above (or with path
+// dequant_cublas, which then needs a workspace created with dequant_path for
+// cuBLASLt's scratch). Bias, residual and pdl as above; n_tiles, splits and items
+// do not apply.
+void linear(const TensorView& x, const TensorView& w, const MutableTensorView& y, LinearWorkspace& workspace,
+            cudaStream_t stream, const LinearOptions& options = {});
+
 }  // namespace kbit

@@ -1,4 +1,4 @@
-// kbit::skinny_gemm against an fp64 CPU reference: every M in 1..16, with and
+// kbit::skinny_gemm (and kbit::linear on dense weights) against an fp64 CPU reference: every M in 1..16, with and
 // without residual, bf16 and fp16, N in {8, 100, 7168}, K in {8, 3584, 3592},
 // random inputs, poisoned outputs, the planned shape and a cluster split; every
 // kernel shape bit-identical run to run; PDL chains; bad input.
@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "kbit/error.h"
+#include "kbit/linear.h"
 #include "kbit/skinny.h"
 #include "support/gpu_test_support.h"
 
@@ -136,6 +137,35 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
     results[pdl] = download16(a.data(), size_t(m * n));
   }
   EXPECT_EQ(results[0], results[1]);
+}
+
+// kbit::linear on dense weights: the skinny kernel up to M = 32, cuBLASLt above
+// (written after the last device session; not yet run on a GPU).
+TEST(GpuLinearDense, SkinnyBelowAndCublasAboveMatchFp64) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 272, k = 520, max_m = 100;
+  const HostMatrix w = random_matrix(n, k, DType::bf16, 31, 0.05f), a = random_matrix(max_m, k, DType::bf16, 32);
+  const HostMatrix r = random_matrix(max_m, n, DType::bf16, 33);
+  const auto ref = reference(a, w, &r, max_m);
+  Buffer wd = upload(w), ad = upload(a), rd = upload(r), cd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
+  LinearWorkspace ws({max_m, n, k, true});
+  for (int64_t m : {1, 16, 32, 33, 100}) {
+    ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
+    LinearOptions o;
+    o.residual = TensorView{rd.data(), DType::bf16, m, n};
+    ASSERT_NO_THROW(linear(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
+                           MutableTensorView{cd.data(), DType::bf16, m, n}, ws, nullptr, o))
+        << "M=" << m;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got = download16(cd.data(), size_t(max_m * n));
+    EXPECT_LE(relative_error(DType::bf16, got, ref, m * n), 1e-2) << "M=" << m;
+    if (m < max_m) EXPECT_EQ(got[size_t(m * n)], 0xffff) << "M=" << m << ": wrote past M";
+  }
+  LinearWorkspace no_lt({max_m, n, k, false});
+  test::expect_error([&] {
+    linear(TensorView{ad.data(), DType::bf16, 64, k}, TensorView{wd.data(), DType::bf16, n, k},
+           MutableTensorView{cd.data(), DType::bf16, 64, n}, no_lt, nullptr);
+  }, "dequant_path");
 }
 
 TEST(GpuSkinny, BadInputIsAClearError) {
