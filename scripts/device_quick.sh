@@ -46,3 +46,6 @@ for step in ${KBIT_STEPS:-}; do
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" ;;
   esac
 done
+# The device tool returns only a handful of files per call: pack everything into one.
+(cd "$OUT" && tar czf results.tgz --exclude=results.tgz . 2>/dev/null && find . -type f ! -name results.tgz -delete)
+echo "== results in \$OUT/results.tgz"
