@@ -62,17 +62,21 @@ __device__ __forceinline__ void allow_dependents_to_launch() {
 #endif
 }
 
+// N elements of T viewed as 16-, 8- and 4-byte words for the wide accesses.
+template <typename T, int N>
+union RunBits {
+  T t[N];
+  uint4 q[(N * sizeof(T) + 15) / 16];
+  uint2 d[(N * sizeof(T) + 7) / 8];
+  uint32_t s[(N * sizeof(T) + 3) / 4];
+};
+
 // N consecutive elements at p as floats: 16/8/4-byte accesses when `vec` (p then
 // aligned to N * sizeof(T) or 16 bytes), element accesses otherwise.
 template <typename T, int N>
 __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
-  union {
-    T t[N];
-    uint4 q[(kBytes + 15) / 16];
-    uint2 d[(kBytes + 7) / 8];
-    uint32_t s[(kBytes + 3) / 4];
-  } u;
+  RunBits<T, N> u;
   if (vec && kBytes % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < kBytes / 16; ++i) u.q[i] = reinterpret_cast<const uint4*>(p)[i];
@@ -91,12 +95,7 @@ __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
 template <typename T, int N>
 __device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
-  union {
-    T t[N];
-    uint4 q[(kBytes + 15) / 16];
-    uint2 d[(kBytes + 7) / 8];
-    uint32_t s[(kBytes + 3) / 4];
-  } u;
+  RunBits<T, N> u;
 #pragma unroll
   for (int i = 0; i < N; ++i) u.t[i] = detail::Element<T>::from_float(v[i]);
   if (vec && kBytes % 16 == 0) {

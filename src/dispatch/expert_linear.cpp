@@ -10,24 +10,13 @@
 #include "kbit/moe.h"
 
 namespace kbit {
-namespace {
-
-void check_rows(const TensorView& v, std::string_view what) {
-  detail::check_float_view(v, what);
-  KBIT_REQUIRE(v.dtype == DType::f16 || v.dtype == DType::bf16, what, ": dtype ", dtype_name(v.dtype),
-               " is not supported (expected F16 or BF16)");
-  cuda::detail::check_device_pointer(v.data, what);
-}
-
-}  // namespace
-
 void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t experts, const int32_t* expert_offsets,
                    const MutableTensorView& y, LinearWorkspace& ws, cudaStream_t stream, const ExpertLinearOptions& o) {
   detail::check_matrix(w, "expert_linear weight", Memory::device);
-  check_rows(x_in, "expert_linear x_sorted");
-  check_rows(y, "expert_linear y_sorted");
-  KBIT_REQUIRE(experts >= 1 && experts <= cuda::detail::kMaxGroupedExperts, "expert_linear: experts must be 1..",
-               cuda::detail::kMaxGroupedExperts, ", got ", experts);
+  detail::check_activation(x_in, "expert_linear x_sorted");
+  detail::check_activation(y, "expert_linear y_sorted");
+  KBIT_REQUIRE(experts >= 1 && experts <= kMaxExperts, "expert_linear: experts must be 1..",
+               kMaxExperts, ", got ", experts);
   KBIT_REQUIRE(w.rows() % experts == 0, "expert_linear: W has ", w.rows(), " rows, not a multiple of ", experts,
                " experts");
   const int64_t n = w.rows() / experts, k = w.cols(), p = x_in.rows;
@@ -44,15 +33,7 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   KBIT_REQUIRE(p < (int64_t(1) << 31), "expert_linear: too many rows (", p, ")");
   if (p == 0) return;
 
-  TensorView x = x_in;
-  if (w.rotation()) {
-    const auto& lim = ws.limits();
-    KBIT_REQUIRE(p <= lim.max_m && k <= lim.max_k, "expert_linear: rotating [", p, ", ", k,
-                 "] needs a workspace of max_m >= ", p, " and max_k >= ", k);
-    MutableTensorView rx{ws.impl().rotated.data(), x.dtype, p, k};
-    cuda::hadamard_rotate(x_in, rx, *w.rotation(), false, stream);
-    x = rx;
-  }
+  const TensorView x = detail::rotated_activations(x_in, w, ws, stream);
 
   // Token tiles sized for the rows an active expert gets on average.
   const int64_t active = std::min<int64_t>(experts, p);
@@ -63,21 +44,12 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
   KBIT_REQUIRE(warps == 4 || warps == 8, "expert_linear: warps must be 4 or 8, got ", warps);
 
-  const Geometry g = w.geometry();
-  cuda::detail::FusedArgs a;
-  a.words = reinterpret_cast<const uint2*>(w.words());
-  a.scales = reinterpret_cast<const uint2*>(w.scales());
-  a.meta = w.device_meta();
-  a.x = x.data, a.ldx = x.stride();
-  a.y = y.data, a.ldy = y.stride();
-  a.M = int(p), a.N = int(n), a.K = int(k);
-  a.supertiles = int(g.supertiles());
-  a.stripes = int(n / 16);
+  cuda::detail::FusedArgs a = detail::fused_args(w, x, y);
+  a.stripes = int(n / 16);  // per expert (the geometry counts all experts' rows)
   a.splits = 1;
   a.supertiles_per_split = a.supertiles;
   a.tiles = int((p + 8 * n_tiles - 1) / (8 * n_tiles));
-  a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
-  a.pdl = o.pdl || w.rotation().has_value();
+  a.pdl = a.pdl || o.pdl;
   a.expert_offsets = expert_offsets;
   a.experts = int(experts);
   a.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(w.bits(), n_tiles, warps, cta, x.dtype);

@@ -189,46 +189,80 @@ size_t LinearWorkspace::device_bytes() const {
          impl_->lt_workspace.size();
 }
 
-namespace {
-
-void check_activation(const TensorView& v, std::string_view what) {
-  detail::check_float_view(v, what);
+void detail::check_activation(const TensorView& v, std::string_view what) {
+  check_float_view(v, what);
   KBIT_REQUIRE(is_16bit(v.dtype), what, ": dtype ", dtype_name(v.dtype), " is not supported (expected F16 or BF16)");
   cuda::detail::check_device_pointer(v.data, what);
 }
 
-}  // namespace
+void detail::check_epilogue(const TensorView& residual, const void* bias, int64_t m, int64_t n, DType t,
+                            std::string_view who) {
+  if (residual.data) {
+    check_activation(residual, concat(who, " residual"));
+    KBIT_REQUIRE(residual.rows == m && residual.cols == n && residual.dtype == t, who, ": residual must be [", m, ", ",
+                 n, "] ", dtype_name(t), ", got [", residual.rows, ", ", residual.cols, "] ", dtype_name(residual.dtype));
+  }
+  if (bias) {
+    cuda::detail::check_device_pointer(bias, concat(who, " bias"));
+    KBIT_REQUIRE(reinterpret_cast<uintptr_t>(bias) % 2 == 0, who, " bias: pointer ", bias, " is not 2-byte aligned");
+  }
+}
+
+TensorView detail::rotated_activations(const TensorView& x, const QuantizedMatrix& w, LinearWorkspace& ws,
+                                       cudaStream_t stream) {
+  if (!w.rotation()) return x;
+  const auto& lim = ws.limits();
+  KBIT_REQUIRE(x.rows <= lim.max_m && x.cols <= lim.max_k, "rotating x [", x.rows, ", ", x.cols,
+               "] needs a workspace of max_m >= ", x.rows, " and max_k >= ", x.cols);
+  const MutableTensorView rx{ws.impl().rotated.data(), x.dtype, x.rows, x.cols};
+  cuda::hadamard_rotate(x, rx, *w.rotation(), false, stream);
+  return rx;
+}
+
+void detail::run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const MutableTensorView& y,
+                         const void* residual, const void* bias, cudaStream_t stream) {
+  auto& impl = ws.impl();
+  KBIT_REQUIRE(impl.lt_workspace.size() > 0, "the cuBLASLt path needs a workspace created with dequant_path");
+  const int64_t m = x.rows, n = y.cols, k = x.cols;
+  const auto key = std::make_tuple(m, n, k, int(x.dtype), residual != nullptr, bias != nullptr);
+  auto& gemm = impl.gemms[key];
+  if (!gemm) gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr);
+  gemm->run(x.data, w, residual, bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
+}
+
+cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y) {
+  const Geometry g = w.geometry();
+  cuda::detail::FusedArgs a;
+  a.words = reinterpret_cast<const uint2*>(w.words());
+  a.scales = reinterpret_cast<const uint2*>(w.scales());
+  a.meta = w.device_meta();
+  a.x = x.data, a.ldx = x.stride();
+  a.y = y.data, a.ldy = y.stride();
+  a.M = int(x.rows), a.N = int(y.cols), a.K = int(w.cols());
+  a.supertiles = int(g.supertiles()), a.stripes = int(g.stripes());
+  a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && w.cols() % 8 == 0;
+  // After our own rotation kernel (which lets dependents launch at once) the fused
+  // kernel always uses PDL: its weight loads overlap the rotation of x.
+  a.pdl = w.rotation().has_value();
+  return a;
+}
 
 void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTensorView& y, LinearWorkspace& ws,
             cudaStream_t stream, const LinearOptions& o) {
   detail::check_matrix(w, "linear weight", Memory::device);
-  check_activation(x_in, "linear x");
-  check_activation(y, "linear y");
+  detail::check_activation(x_in, "linear x");
+  detail::check_activation(y, "linear y");
   const int64_t m = x_in.rows, n = w.rows(), k = w.cols();
   KBIT_REQUIRE(x_in.cols == k, "linear: x has ", x_in.cols, " columns but W has K = ", k);
   KBIT_REQUIRE(y.rows == m && y.cols == n, "linear: y is [", y.rows, ", ", y.cols, "], expected [", m, ", ", n, "]");
   KBIT_REQUIRE(y.dtype == x_in.dtype, "linear: y is ", dtype_name(y.dtype), " but x is ", dtype_name(x_in.dtype));
-  if (o.residual.data) {
-    check_activation(o.residual, "linear residual");
-    KBIT_REQUIRE(o.residual.rows == m && o.residual.cols == n && o.residual.dtype == x_in.dtype,
-                 "linear: residual must be [", m, ", ", n, "] ", dtype_name(x_in.dtype), ", got [", o.residual.rows,
-                 ", ", o.residual.cols, "] ", dtype_name(o.residual.dtype));
-  }
-  if (o.bias) {
-    cuda::detail::check_device_pointer(o.bias, "linear bias");
-    KBIT_REQUIRE(reinterpret_cast<uintptr_t>(o.bias) % 2 == 0, "linear bias: pointer ", o.bias, " is not 2-byte aligned");
-  }
+  detail::check_epilogue(o.residual, o.bias, m, n, x_in.dtype, "linear");
   const auto& lim = ws.limits();
   KBIT_REQUIRE(m <= lim.max_m && n <= lim.max_n && k <= lim.max_k, "linear: [M=", m, ", N=", n, ", K=", k,
                "] exceeds the workspace limits [", lim.max_m, ", ", lim.max_n, ", ", lim.max_k, "]");
   auto& impl = ws.impl();
 
-  TensorView x = x_in;
-  if (w.rotation()) {
-    MutableTensorView rx{impl.rotated.data(), x.dtype, m, k};
-    cuda::hadamard_rotate(x_in, rx, *w.rotation(), false, stream);
-    x = rx;
-  }
+  const TensorView x = detail::rotated_activations(x_in, w, ws, stream);
 
   LinearPlan plan = plan_linear(m, n, k, w.bits(), o);
   const bool contiguous = x.stride() == k && y.stride() == n && (!o.residual.data || o.residual.stride() == n);
@@ -243,34 +277,20 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   if (plan.path == LinearPath::dequant_cublas) {
     MutableTensorView wd{impl.dequant.data(), x.dtype, n, k};
     cuda::dequantize(w, wd, stream);
-    const auto key = std::make_tuple(m, n, k, int(x.dtype), o.residual.data != nullptr, o.bias != nullptr);
-    auto& gemm = impl.gemms[key];
-    if (!gemm) gemm = std::make_unique<detail::LtGemm>(m, n, k, x.dtype, o.residual.data != nullptr, o.bias != nullptr);
-    gemm->run(x.data, wd.data, o.residual.data, o.bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
+    detail::run_lt_gemm(ws, x, wd.data, y, o.residual.data, o.bias, stream);
     return;
   }
 
   KBIT_REQUIRE(w.layout() == Layout::mma16, "linear: the fused path needs W in the mma16 layout (got ",
                layout_name(w.layout()), "); use cuda::repack(w, Layout::mma16)");
-  const Geometry g = w.geometry();
-  cuda::detail::FusedArgs a;
-  a.words = reinterpret_cast<const uint2*>(w.words());
-  a.scales = reinterpret_cast<const uint2*>(w.scales());
-  a.meta = w.device_meta();
-  a.x = x.data, a.ldx = x.stride();
-  a.y = y.data, a.ldy = y.stride();
+  cuda::detail::FusedArgs a = detail::fused_args(w, x, y);
   a.bias = o.bias;
   a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
   a.partials = static_cast<float*>(impl.partials.data());
   a.counters = static_cast<unsigned*>(impl.counters.data());
-  a.M = int(m), a.N = int(n), a.K = int(k);
-  a.supertiles = int(g.supertiles()), a.stripes = int(g.stripes());
   a.splits = plan.splits;
   a.supertiles_per_split = int(ceil_div(a.supertiles, a.splits));
-  a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && k % 8 == 0;
-  // After our own rotation kernel (which lets dependents launch at once) the fused
-  // kernel always uses PDL: its weight loads overlap the rotation of x.
-  a.pdl = o.pdl || w.rotation().has_value();
+  a.pdl = a.pdl || o.pdl;
   const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
   a.tiles = int(tiles);
   const bool cta = plan.items == LinearItems::cta;

@@ -1,10 +1,7 @@
 // kbit::linear on unquantized 16-bit weights: the skinny GEMM kernel for decode-sized
 // M, cuBLASLt above.
-#include <tuple>
-
 #include "core/checks.h"
 #include "cuda/device_checks.h"
-#include "dispatch/cublas_gemm.h"
 #include "dispatch/linear_internal.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
@@ -22,27 +19,15 @@ void linear(const TensorView& x, const TensorView& w, const MutableTensorView& y
     skinny_gemm(x, w, y, stream, so);  // checks shapes, dtypes and alignment
     return;
   }
-  detail::check_float_view(x, "linear x");
-  detail::check_float_view(w, "linear W");
-  detail::check_float_view(y, "linear y");
-  KBIT_REQUIRE(x.dtype == DType::f16 || x.dtype == DType::bf16, "linear: x must be F16 or BF16, got ",
-               dtype_name(x.dtype));
-  for (const void* p : {x.data, w.data, static_cast<const void*>(y.data)})
-    cuda::detail::check_device_pointer(p, "linear operand");
+  detail::check_activation(x, "linear x");
+  detail::check_activation(w, "linear W");
+  detail::check_activation(y, "linear y");
   KBIT_REQUIRE(x.cols == k && y.rows == m && y.cols == n && y.dtype == x.dtype, "linear: x [", x.rows, ", ", x.cols,
                "], W [", n, ", ", k, "] and y [", y.rows, ", ", y.cols, "] do not fit");
-  const bool contiguous = x.stride() == k && w.stride() == k && y.stride() == n &&
-                          (!o.residual.data || (o.residual.stride() == n && o.residual.rows == m &&
-                                                o.residual.cols == n && o.residual.dtype == x.dtype));
-  KBIT_REQUIRE(contiguous, "linear: the cuBLASLt path needs contiguous x, W, y and an [M, N] residual of x's dtype");
-  if (o.bias) cuda::detail::check_device_pointer(o.bias, "linear bias");
-  auto& impl = ws.impl();
-  KBIT_REQUIRE(impl.lt_workspace.size() > 0, "linear: dense W with M = ", m,
-               " runs on cuBLASLt, which needs a workspace created with dequant_path");
-  const auto key = std::make_tuple(m, n, k, int(x.dtype), o.residual.data != nullptr, o.bias != nullptr);
-  auto& gemm = impl.gemms[key];
-  if (!gemm) gemm = std::make_unique<detail::LtGemm>(m, n, k, x.dtype, o.residual.data != nullptr, o.bias != nullptr);
-  gemm->run(x.data, w.data, o.residual.data, o.bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
+  detail::check_epilogue(o.residual, o.bias, m, n, x.dtype, "linear");
+  KBIT_REQUIRE(x.stride() == k && w.stride() == k && y.stride() == n && (!o.residual.data || o.residual.stride() == n),
+               "linear: the cuBLASLt path needs contiguous x, W, y and residual");
+  detail::run_lt_gemm(ws, x, w.data, y, o.residual.data, o.bias, stream);
 }
 
 }  // namespace kbit

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <tuple>
 
 #include "cuda/linear/fused_args.h"
@@ -24,6 +25,20 @@ inline constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, boun
 
 int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t);
 int linear_sm_count();
+// A 16-bit (F16/BF16) activation view on the device; throws naming `what`.
+void check_activation(const TensorView& v, std::string_view what);
+// The optional epilogue operands of an [m, n] output of dtype t: residual [m, n] of t,
+// bias a 2-byte-aligned device pointer. `who` prefixes the messages.
+void check_epilogue(const TensorView& residual, const void* bias, int64_t m, int64_t n, DType t, std::string_view who);
+// x rotated by W's rotation into the workspace (x itself when W has none).
+TensorView rotated_activations(const TensorView& x, const QuantizedMatrix& w, LinearWorkspace& ws, cudaStream_t stream);
+// y = x W^T (+ residual) (+ bias) by cuBLASLt on contiguous 16-bit operands, the plan
+// cached in the workspace per shape; needs the workspace's cuBLASLt scratch.
+void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const MutableTensorView& y,
+                 const void* residual, const void* bias, cudaStream_t stream);
+// The fused kernel's arguments for W (mma16) and x, y: pointers, sizes, geometry.
+cuda::detail::FusedArgs fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y);
+
 // The fused kernel's instantiation for a bit width (2..5).
 void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,
                   cudaStream_t stream);

@@ -16,13 +16,6 @@ namespace {
 
 constexpr int kDense = 16;  // the table's bit width for dense 16-bit weights
 
-void check_view(const TensorView& v, std::string_view what) {
-  detail::check_float_view(v, what);
-  KBIT_REQUIRE(v.dtype == DType::f16 || v.dtype == DType::bf16, what, ": dtype ", dtype_name(v.dtype),
-               " is not supported (expected F16 or BF16)");
-  cuda::detail::check_device_pointer(v.data, what);
-}
-
 int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
 
 cuda::detail::SkinnyShape shape_of(const SkinnyPlan& p) {
@@ -70,9 +63,9 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
 
 void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorView& c, cudaStream_t stream,
                  const SkinnyOptions& o) {
-  check_view(a, "skinny_gemm A");
-  check_view(w, "skinny_gemm W");
-  check_view(c, "skinny_gemm C");
+  detail::check_activation(a, "skinny_gemm A");
+  detail::check_activation(w, "skinny_gemm W");
+  detail::check_activation(c, "skinny_gemm C");
   const int64_t m = a.rows, n = w.rows, k = w.cols;
   KBIT_REQUIRE(a.cols == k, "skinny_gemm: A has ", a.cols, " columns but W has K = ", k);
   KBIT_REQUIRE(c.rows == m && c.cols == n, "skinny_gemm: C is [", c.rows, ", ", c.cols, "], expected [", m, ", ", n, "]");
@@ -86,17 +79,7 @@ void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorVi
                "skinny_gemm: W's rows must be 16-byte aligned (pointer ", w.data, ", row stride ", w.stride(), ")");
   KBIT_REQUIRE(reinterpret_cast<uintptr_t>(a.data) % 2 == 0 && reinterpret_cast<uintptr_t>(c.data) % 2 == 0,
                "skinny_gemm: A and C must be 2-byte aligned");
-  if (o.residual.data) {
-    check_view(o.residual, "skinny_gemm residual");
-    KBIT_REQUIRE(o.residual.rows == m && o.residual.cols == n && o.residual.dtype == a.dtype,
-                 "skinny_gemm: residual must be [", m, ", ", n, "] ", dtype_name(a.dtype), ", got [", o.residual.rows,
-                 ", ", o.residual.cols, "] ", dtype_name(o.residual.dtype));
-  }
-  if (o.bias) {
-    cuda::detail::check_device_pointer(o.bias, "skinny_gemm bias");
-    KBIT_REQUIRE(reinterpret_cast<uintptr_t>(o.bias) % 2 == 0, "skinny_gemm bias: pointer ", o.bias,
-                 " is not 2-byte aligned");
-  }
+  detail::check_epilogue(o.residual, o.bias, m, n, a.dtype, "skinny_gemm");
   const SkinnyPlan plan = plan_skinny(m, n, k, o);
   cuda::detail::SkinnyArgs s;
   s.w = static_cast<const uint16_t*>(w.data), s.ldw = w.stride();

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kbit/dtype.h"
+#include "kbit/moe.h"
 #include "kbit/quantized_matrix.h"
 
 namespace kbit::cuda::detail {
@@ -39,10 +40,8 @@ struct FusedArgs {
   // [expert_offsets[e], expert_offsets[e + 1]) (device memory). Items run over the token
   // tiles of the non-empty experts only. Requires splits == 1, no bias, no residual.
   const int32_t* expert_offsets = nullptr;
-  int experts = 0;
+  int experts = 0;  // 1..kbit::kMaxExperts (kbit/moe.h)
 };
-
-inline constexpr int kMaxGroupedExperts = 1024;
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8).
 struct FusedShape {

@@ -57,21 +57,6 @@ __device__ __forceinline__ uint32_t to_bits16(float v) {
   }
 }
 
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 __device__ __forceinline__ uint2 load_stream(const uint2* p) {
   uint2 v;
   asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
@@ -427,7 +412,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 template <int KB, int NT, int WARPS, bool CTA>
 constexpr size_t fused_smem_bytes(bool grouped = false) {
   return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
-         (grouped ? size_t(kMaxGroupedExperts + 1) * 4 : 0);
+         (grouped ? size_t(kbit::kMaxExperts + 1) * 4 : 0);  // the tile table
 }
 
 template <int KB, typename T, int NT, int WARPS, bool CTA>
@@ -456,8 +441,8 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   // Persistent CTAs: at most a.max_ctas, looping over (stripe, split, token tile) items.
   KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
   KBIT_REQUIRE(!grouped || (a.splits == 1 && !a.bias && !a.residual && a.experts >= 1 &&
-                            a.experts <= kMaxGroupedExperts),
-               "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kMaxGroupedExperts, " experts");
+                            a.experts <= kbit::kMaxExperts),
+               "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kbit::kMaxExperts, " experts");
   // Grouped: at most every row's tile plus one partial tile per expert (the device knows the exact count).
   const int64_t items = grouped ? (int64_t(a.tiles) + a.experts) * a.stripes : int64_t(a.stripes) * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");

@@ -50,40 +50,6 @@ __device__ __forceinline__ uint4 load_x8(const uint16_t* row, int col, bool vec)
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float to_float(uint16_t bits) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half2float(__ushort_as_half(bits));
-  else
-    return __bfloat162float(__ushort_as_bfloat16(bits));
-}
-
-template <typename T>
-__device__ __forceinline__ uint16_t from_float(float v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half_as_ushort(__float2half_rn(v));
-  else
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-
 constexpr int accumulators(int nt, int stripes) { return stripes * nt * 4; }
 
 // Shared memory: the partial sums of warps 1..WARPS-1 (warp 0 keeps its own), then
@@ -158,8 +124,9 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const uint4 w0 = wv[r][0][u], w1 = wv[r][1][u];
-            mma_16816<T>(acc[r][nt], w0.x, w1.x, w0.y, w1.y, xv.x, xv.y);
-            mma_16816<T>(acc[r][nt], w0.z, w1.z, w0.w, w1.w, xv.z, xv.w);
+            const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
+            mma_16816<T>(acc[r][nt], lo, xv.x, xv.y);
+            mma_16816<T>(acc[r][nt], hi, xv.z, xv.w);
           }
         }
       }
@@ -236,16 +203,16 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
   if (warp != 0) return;
 
   // Epilogue: acc[r][nt] = C^T rows (g, g + 8) x tokens (2c, 2c + 1) of tile nt.
-  const uint16_t* bias = static_cast<const uint16_t*>(a.bias);
-  const uint16_t* res = static_cast<const uint16_t*>(a.residual);
-  uint16_t* y = static_cast<uint16_t*>(a.y);
+  const T* bias = static_cast<const T*>(a.bias);
+  const T* res = static_cast<const T*>(a.residual);
+  T* y = static_cast<T*>(a.y);
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row_base + 16 * r + g + 8 * h;
       if (row >= a.N) continue;
-      const float bv = bias ? to_float<T>(bias[row]) : 0.0f;
+      const float bv = bias ? Element<T>::to_float(bias[row]) : 0.0f;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -253,8 +220,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
           const int tok = nt * 8 + 2 * c + j;
           if (tok >= a.M) continue;
           float v = acc[r][nt][2 * h + j] + bv;
-          if (res) v += to_float<T>(res[int64_t(tok) * a.ldr + row]);
-          y[int64_t(tok) * a.ldy + row] = from_float<T>(v);
+          if (res) v += Element<T>::to_float(res[int64_t(tok) * a.ldr + row]);
+          y[int64_t(tok) * a.ldy + row] = Element<T>::from_float(v);
         }
     }
 }
