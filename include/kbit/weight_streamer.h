@@ -10,8 +10,10 @@
 // backward passes both keep neighbouring layers in different slots.
 // Sources: pinned host memory (every streamed layer copied once into one pinned
 // block; the copy engine reads it directly) or a memory-mapped file read through
-// one pinned staging buffer per slot (the host copies into the staging buffer
-// after that buffer's previous upload has finished). GPUDirect Storage: not built.
+// one pinned staging buffer per slot: a stager thread and a pool of copy threads fill
+// the staging buffer (after its previous upload has finished) and upload each finished
+// 8 MB prefix while the rest is copied; prefetch() only queues the request, acquire()
+// waits on the host only until the copy is issued). GPUDirect Storage: not built.
 // Measured on the H200 (commit 652201f): the pinned source sustains the whole 55 GB/s
 // link; GPU tests (2/3/8 slots, both sources, both directions) pass, synccheck clean.
 #pragma once
@@ -57,6 +59,8 @@ class WeightStreamer {
  private:
   struct Slot;
   struct Impl;
+  void stage_loop();
+  void stage(int layer);
   std::vector<HostLayer> layers_;
   std::vector<std::vector<size_t>> offsets_;
   ResidencyPlan plan_;

@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(co
   }
 }
 
-// ---- CTA kernel: B = P * q; `parts` CTAs per chunk ----
+// ---- CTA kernel: B = P * q (q = 2^m), one chunk per CTA or `parts` CTAs per chunk ----
 // The order-P mix with the signs of H_P (H_P^T for the inverse) as compile-time
 // constants (format/small_hadamard.h, the CPU's own tables): one FADD per term.
 template <int P>
@@ -201,18 +201,14 @@ __device__ __forceinline__ float signed_term(const float (&col)[P]) {
     return -col[C];
 }
 
-template <typename T, int P, bool INV, int A>
-__device__ __forceinline__ void mix_output(const float (&col)[P], T* dst, int q, int b, float scale,
-                                           const uint32_t* inverse_signs) {
-  float acc = [&]<int... C>(std::integer_sequence<int, C...>) {
+// Output a of the mix of one column, times scale, inverse sign of element i applied.
+template <int P, bool INV, int A>
+__device__ __forceinline__ float mix_output(const float (&col)[P]) {
+  return [&]<int... C>(std::integer_sequence<int, C...>) {
     float sum = 0.0f;
     ((sum += signed_term<P, INV, A, C>(col)), ...);
     return sum;
   }(std::make_integer_sequence<int, P>{});
-  const int i = A * q + b;
-  acc *= scale;
-  if (inverse_signs && ((inverse_signs[i >> 5] >> (i & 31)) & 1u)) acc = -acc;
-  dst[i] = detail::Element<T>::from_float(acc);
 }
 
 // Outputs a in [GRP * per, (GRP + 1) * per) of column b: dst[a * q + b].
@@ -221,18 +217,75 @@ __device__ __forceinline__ void mix_column(const float (&col)[P], T* dst, int q,
                                            const uint32_t* inverse_signs) {
   constexpr int kPer = (P + GROUPS - 1) / GROUPS, kA0 = GRP * kPer, kA1 = kA0 + kPer < P ? kA0 + kPer : P;
   [&]<int... A>(std::integer_sequence<int, A...>) {
-    (mix_output<T, P, INV, kA0 + A>(col, dst, q, b, scale, inverse_signs), ...);
+    ((void)[&] {
+      const int i = (kA0 + A) * q + b;
+      float v = mix_output<P, INV, kA0 + A>(col) * scale;
+      if (inverse_signs && ((inverse_signs[i >> 5] >> (i & 31)) & 1u)) v = -v;
+      dst[i] = detail::Element<T>::from_float(v);
+    }(), ...);
   }(std::make_integer_sequence<int, (kA1 > kA0 ? kA1 - kA0 : 0)>{});
 }
 
-template <typename T, int P, bool INV, int SignWords>
-__global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
-                                                                   const int log2_q, const int parts,
+// E bits of the sign words from element i on (i a multiple of E, E <= 32).
+template <int E>
+__device__ __forceinline__ uint32_t sign_run(const uint32_t* words, int i) {
+  if constexpr (E == 32)
+    return words[i >> 5];
+  else
+    return (words[i >> 5] >> (i & 31)) & ((1u << E) - 1u);
+}
+
+// Step 1 of the CTA kernel for one warp step: each LPC-lane group of the warp takes the
+// sub-chunk s of Q1 = E * LPC contiguous elements, lane part pos; loads E elements.
+template <typename T, int E>
+__device__ __forceinline__ void load_sub(const T* src, int s, int n_subs, int q1, int pos, bool vec, float (&v)[E]) {
+  if (s < n_subs) {
+    load_run<T, E>(src + s * q1 + pos, vec, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = 0.0f;
+  }
+}
+
+// The chunk's first log2(Q1) stages, by sub-chunk: signs (forward), E-point butterflies
+// in registers, the rest across the sub-chunk's lanes by shuffles; to shared memory.
+template <int E>
+__device__ __forceinline__ void transform_sub(float (&v)[E], float* buf, int s, int n_subs, int q1, int pos, int lane,
+                                              int lpc, bool forward_signs, const uint32_t* sign_words) {
+  if (forward_signs && s < n_subs) apply_signs(v, sign_run<E>(sign_words, s * q1 + pos));
+  butterflies(v);
+  for (int d = 1; d < lpc; d *= 2)
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
+      v[e] = (lane & d) ? other - v[e] : v[e] + other;
+    }
+  if (s < n_subs) {
+    float* p = buf + s * q1 + pos;
+    if constexpr (E % 4 == 0) {
+#pragma unroll
+      for (int e = 0; e < E; e += 4) *reinterpret_cast<float4*>(p + e) = make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; ++e) p[e] = v[e];
+    }
+  }
+}
+
+// Step 1: the chunk as P * H sub-chunks of Q1 = E * lpc elements (H = q / Q1); every
+// thread's next load is issued before the current sub-chunk is transformed (E <= 8).
+// Step 2: "columns" b < Q1 of the P * H values at a * q + h * Q1 + b: the last log2(H)
+// stages in registers, the order-P mix, scale, inverse signs, straight to global memory.
+// P = 1 takes 2 neighbouring columns per thread (4-byte stores of 16-bit data) up to H = 8.
+template <typename T, int P, bool INV, int E, int H, int Words>
+__global__ void __launch_bounds__(kCtaThreads, (P > 1 && H > 1) || H == 32 ? 1 : 2) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                   const int lpc, const int parts,
                                                                    const int stage_signs,
-                                                                   const __grid_constant__ SignBits<SignWords> signs) {
+                                                                   const __grid_constant__ SignBits<Words> signs) {
   allow_dependents_to_launch();
   extern __shared__ float buf[];  // [chunk] values, then [chunk / 32] sign words
-  const int chunk = int(g.chunk), q = 1 << log2_q, tid = int(threadIdx.x);
+  const int chunk = int(g.chunk), q1 = E * lpc, q = H * q1, n_subs = P * H;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, threads = int(blockDim.x);
   const int64_t chunk_id = int64_t(blockIdx.x) / parts;
   const int part = int(int64_t(blockIdx.x) - chunk_id * parts);
   const T* src = in + chunk_offset(g, chunk_id, g.in_stride);
@@ -241,92 +294,89 @@ __global__ void __launch_bounds__(kCtaThreads, 1) hadamard_cta_kernel(const T* i
   const uint32_t* sign_words = signs.w;
   if (stage_signs) {
     uint32_t* staged = reinterpret_cast<uint32_t*>(buf + chunk);
-    for (int i = tid; i < (chunk + 31) / 32; i += kCtaThreads) staged[i] = signs.w[i];
+    for (int i = tid; i < (chunk + 31) / 32; i += threads) staged[i] = signs.w[i];
     sign_words = staged;
     __syncthreads();
   }
-  auto sign_bits8 = [&](int i) { return signs.used ? (sign_words[i >> 5] >> (i & 31)) & 0xffu : 0u; };
-  auto negated = [&](int i) { return signs.used && ((sign_words[i >> 5] >> (i & 31)) & 1u); };
+  const bool forward_signs = signs.used && !g.inverse;
 
-  // Load (signs first when forward); runs of 8 inside one q-run get 3 stages here.
-  int h0 = 1;
-  if (chunk % 8 == 0) {
-    h0 = q >= 8 ? 8 : 1;
-    for (int i = tid * 8; i < chunk; i += kCtaThreads * 8) {
-      float v[8];
-      load_run<T, 8>(src + i, vec, v);
-      if (!g.inverse) apply_signs(v, sign_bits8(i));
-      if (q >= 8) butterflies(v);
+  // Step 1. Warp steps are uniform across the warp (shuffles need every lane).
+  const int subs_per_warp = 32 / lpc, subs_per_step = (threads / 32) * subs_per_warp;
+  const int pos = (lane % lpc) * E;
+  int s = warp * subs_per_warp + lane / lpc;
+  float v[E];
+  load_sub<T, E>(src, s, n_subs, q1, pos, vec, v);
+  for (int base = warp * subs_per_warp; base < n_subs; base += subs_per_step, s += subs_per_step) {
+    if constexpr (E <= 8) {
+      float next[E];
+      load_sub<T, E>(src, s + subs_per_step, n_subs, q1, pos, vec, next);
+      transform_sub<E>(v, buf, s, n_subs, q1, pos, lane, lpc, forward_signs, sign_words);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) buf[i + j] = v[j];
-    }
-  } else {
-    for (int i = tid; i < chunk; i += kCtaThreads) {
-      const float v = detail::Element<T>::to_float(src[i]);
-      buf[i] = (!g.inverse && negated(i)) ? -v : v;
+      for (int e = 0; e < E; ++e) v[e] = next[e];
+    } else {
+      transform_sub<E>(v, buf, s, n_subs, q1, pos, lane, lpc, forward_signs, sign_words);
+      if (base + subs_per_step < n_subs) load_sub<T, E>(src, s + subs_per_step, n_subs, q1, pos, vec, v);
     }
   }
   __syncthreads();
 
-  // The remaining stages h = h0 .. q/2 in shared memory, two per barrier where possible.
-  int log2_h = h0 == 8 ? 3 : 0;
-  for (; log2_h + 1 < log2_q; log2_h += 2) {
-    const int h = 1 << log2_h;
-    for (int t = tid; t < chunk / 4; t += kCtaThreads) {
-      const int run = t >> (log2_q - 2), u = t & (q / 4 - 1);
-      const int j = (run << log2_q) + ((u >> log2_h) << (log2_h + 2)) + (u & (h - 1));
-      const float a = buf[j], b = buf[j + h], c = buf[j + 2 * h], d = buf[j + 3 * h];
-      const float ab = a + b, amb = a - b, cd = c + d, cmd = c - d;
-      buf[j] = ab + cd;
-      buf[j + 2 * h] = ab - cd;
-      buf[j + h] = amb + cmd;
-      buf[j + 3 * h] = amb - cmd;
-    }
-    __syncthreads();
-  }
-  if (log2_h < log2_q) {  // one stage left
-    const int h = 1 << log2_h;
-    for (int t = tid; t < chunk / 2; t += kCtaThreads) {
-      const int run = t >> (log2_q - 1), u = t & (q / 2 - 1);
-      const int j = (run << log2_q) + ((u >> log2_h) << (log2_h + 1)) + (u & (h - 1));
-      const float a = buf[j], b = buf[j + h];
-      buf[j] = a + b;
-      buf[j + h] = a - b;
-    }
-    __syncthreads();
-  }
-
+  const uint32_t* inv = g.inverse && signs.used ? sign_words : nullptr;
   if constexpr (P == 1) {
-    if (chunk % 8 == 0) {
-      for (int i = tid * 8; i < chunk; i += kCtaThreads * 8) {
-        float v[8];
+    constexpr int kCpt = H <= 8 ? 2 : 1;  // columns per thread (16 or 32 values: no spills)
+    for (int b = tid * kCpt; b < q1; b += threads * kCpt) {
+      float col[kCpt][H];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = buf[i + j] * g.scale;
-        if (g.inverse) apply_signs(v, sign_bits8(i));
-        store_run<T, 8>(dst + i, vec, v);
+      for (int h = 0; h < H; ++h) {
+        if constexpr (kCpt == 2) {
+          const float2 w = *reinterpret_cast<const float2*>(buf + h * q1 + b);
+          col[0][h] = w.x, col[1][h] = w.y;
+        } else {
+          col[0][h] = buf[h * q1 + b];
+        }
       }
-    } else {
-      for (int i = tid; i < chunk; i += kCtaThreads) {
-        const float v = buf[i] * g.scale;
-        dst[i] = detail::Element<T>::from_float((g.inverse && negated(i)) ? -v : v);
+#pragma unroll
+      for (int c = 0; c < kCpt; ++c) {
+        butterflies(col[c]);
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          const int i = h * q1 + b + c;
+          col[c][h] *= g.scale;
+          if (inv && ((inv[i >> 5] >> (i & 31)) & 1u)) col[c][h] = -col[c][h];
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        if constexpr (kCpt == 2) {
+          const float pair[2] = {col[0][h], col[1][h]};
+          store_run<T, 2>(dst + h * q1 + b, vec, pair);
+        } else {
+          dst[h * q1 + b] = detail::Element<T>::from_float(col[0][h]);
+        }
       }
     }
   } else {
-    // Order-P mix down the columns of this CTA's part; 4 threads share a column's outputs.
+    // This CTA's part of the columns; 4 threads share a column's outputs.
     constexpr int kGroups = 4;
-    const int cols = q / parts, col0 = part * cols;
-    const uint32_t* inv = g.inverse && signs.used ? sign_words : nullptr;
-    for (int w = tid; w < cols * kGroups; w += kCtaThreads) {
+    const int cols = q1 / parts, col0 = part * cols;
+    for (int w = tid; w < cols * kGroups; w += threads) {
       const int grp = w / cols, b = col0 + (w - grp * cols);
-      float col[P];
+      float col[H][P];
 #pragma unroll
-      for (int c = 0; c < P; ++c) col[c] = buf[c * q + b];
-      switch (grp) {
-        case 0: mix_column<T, P, INV, kGroups, 0>(col, dst, q, b, g.scale, inv); break;
-        case 1: mix_column<T, P, INV, kGroups, 1>(col, dst, q, b, g.scale, inv); break;
-        case 2: mix_column<T, P, INV, kGroups, 2>(col, dst, q, b, g.scale, inv); break;
-        default: mix_column<T, P, INV, kGroups, 3>(col, dst, q, b, g.scale, inv); break;
+      for (int a = 0; a < P; ++a) {
+        float run[H];
+#pragma unroll
+        for (int h = 0; h < H; ++h) run[h] = buf[a * q + h * q1 + b];
+        butterflies(run);
+#pragma unroll
+        for (int h = 0; h < H; ++h) col[h][a] = run[h];
       }
+#pragma unroll
+      for (int h = 0; h < H; ++h) switch (grp) {
+          case 0: mix_column<T, P, INV, kGroups, 0>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
+          case 1: mix_column<T, P, INV, kGroups, 1>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
+          case 2: mix_column<T, P, INV, kGroups, 2>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
+          default: mix_column<T, P, INV, kGroups, 3>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
+        }
     }
   }
 }
@@ -368,13 +418,24 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   int p = 1;
   for (int f : {12, 20, 28})
     if (r.size % f == 0 && ((r.size / f) & (r.size / f - 1)) == 0) p = f;
-  const int64_t q = r.size / p;
-  int log2_q = 0;
-  while ((int64_t(1) << log2_q) < q) ++log2_q;
+  const int q = int(r.size / p);
+  // Sub-chunks of Q1 = E * lpc elements (step 1), H = q / Q1 values per column (step 2).
+  int e = 32, h = 1;
+  if (q < 8)
+    e = 1;
+  else if (q <= 256)
+    e = 8;
+  else if (q == 512 || (p == 1 && q <= 8192))
+    e = 16;
+  const int q1 = p == 1 ? (q <= 8192 ? 512 : 1024) : std::min(q, 1024);
+  h = q / q1;
+  const int lpc = q1 / e;
+  const int threads = int(std::min<int64_t>(kCtaThreads, (r.size / e + 31) / 32 * 32));
   // Few chunks (a decode step's activations): split each chunk's order-p mix over up to 8
-  // CTAs, each redoing the cheap power-of-two stages, so that more SMs share the mix.
+  // CTAs, each redoing step 1, so that more SMs share the mix.
   int parts = 1;  // in place, a CTA would overwrite what another still reads: one CTA per chunk
-  while (p > 1 && !in_place && parts < 8 && g.chunks * parts * 2 <= 2 * int64_t(detail::sm_count()) && q / (parts * 2) >= 32)
+  while (p > 1 && !in_place && parts < 8 && g.chunks * parts * 2 <= 2 * int64_t(detail::sm_count()) &&
+         q1 / (parts * 2) >= 32)
     parts *= 2;
   KBIT_REQUIRE(g.chunks * parts <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
   // The sign words go to shared memory after the values where they fit (the largest chunks
@@ -382,33 +443,63 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   const size_t value_bytes = size_t(r.size) * sizeof(float), sign_bytes = size_t((r.size + 31) / 32) * sizeof(uint32_t);
   const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
   const size_t smem = value_bytes + (stage_signs ? sign_bytes : 0);
-  auto go = [&]<int P, int Words>() {
+  auto go = [&]<int P, int E, int H>() {
+    // Sign words for the largest chunk this instantiation serves (small parameter blocks
+    // keep the common launches cheap).
+    constexpr int kQ1 = E == 1 ? 4 : (E == 8 ? 256 : (E == 16 ? 512 : 1024));
+    constexpr int kWords = P * kQ1 * H / 32 > 1 ? P * kQ1 * H / 32 : 1;
     auto launch = [&](auto kernel) {
       if (smem > 48 * 1024)
         detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                            "hadamard_rotate: shared memory limit");
-      kernel<<<unsigned(g.chunks * parts), kCtaThreads, smem, stream>>>(in, out, g, log2_q, parts, stage_signs,
-                                                                        sign_bits<Words>(r));
+      kernel<<<unsigned(g.chunks * parts), unsigned(threads), smem, stream>>>(in, out, g, lpc, parts, stage_signs,
+                                                                               sign_bits<kWords>(r));
     };
     // The transpose only matters to the order-P mix (P = 1 has none).
-    if (P > 1 && inverse)
-      launch(hadamard_cta_kernel<T, P, true, Words>);
-    else
-      launch(hadamard_cta_kernel<T, P, false, Words>);
+    if constexpr (P > 1) {
+      if (inverse) {
+        launch(hadamard_cta_kernel<T, P, true, E, H, kWords>);
+        return;
+      }
+    }
+    launch(hadamard_cta_kernel<T, P, false, E, H, kWords>);
   };
-  auto with_p = [&]<int Words>() {
-    switch (p) {
-      case 1: go.template operator()<1, Words>(); break;
-      case 12: go.template operator()<12, Words>(); break;
-      case 20: go.template operator()<20, Words>(); break;
-      default: go.template operator()<28, Words>(); break;
+  auto with_p = [&]<int P>() {
+    if constexpr (P == 1) {
+      switch (h) {  // E = 16 up to q = 8192, 32 above
+        case 4: go.template operator()<1, 16, 4>(); break;
+        case 8: go.template operator()<1, 16, 8>(); break;
+        case 16:
+          if (e == 16)
+            go.template operator()<1, 16, 16>();
+          else
+            go.template operator()<1, 32, 16>();
+          break;
+        default: go.template operator()<1, 32, 32>(); break;
+      }
+    } else {
+      if (e == 1)
+        go.template operator()<P, 1, 1>();
+      else if (e == 8)
+        go.template operator()<P, 8, 1>();
+      else if (e == 16)
+        go.template operator()<P, 16, 1>();
+      else if (h == 1)
+        go.template operator()<P, 32, 1>();
+      else if (h == 2)
+        go.template operator()<P, 32, 2>();
+      else if constexpr (P == 12)  // 12 x 4096; 20 and 28 x 4096 exceed kMaxChunk
+        go.template operator()<P, 32, 4>();
+      else
+        throw Error(kbit::detail::concat("hadamard CTA kernel: chunk ", r.size));
     }
   };
-  // Small parameter blocks for the common sizes keep the launch cheap.
-  if (r.size <= 8192)
-    with_p.template operator()<256>();
-  else
-    with_p.template operator()<int(kMaxChunk / 32)>();
+  switch (p) {
+    case 1: with_p.template operator()<1>(); break;
+    case 12: with_p.template operator()<12>(); break;
+    case 20: with_p.template operator()<20>(); break;
+    default: with_p.template operator()<28>(); break;
+  }
   detail::check_launch("hadamard kernel");
 }
 

@@ -1,8 +1,14 @@
 #include "kbit/weight_streamer.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "kbit/error.h"
+#include "streaming/parallel_copy.h"
 
 namespace kbit {
 namespace {
@@ -23,9 +29,10 @@ struct WeightStreamer::Slot {
   void* device = nullptr;
   void* staging = nullptr;  // mapped-file source: pinned staging buffer
   cudaEvent_t ready = nullptr, free = nullptr, uploaded = nullptr;
-  int occupant = -1;   // layer whose copy was issued last
-  bool held = false;   // acquired and not yet released
-  bool staging_busy = false;
+  int occupant = -1;   // layer whose copy was requested last (caller's thread)
+  bool held = false;   // acquired and not yet released (caller's thread)
+  bool staging_busy = false;  // an upload from the staging buffer was issued (stager thread)
+  int issued = -1;     // layer whose copy and ready event are issued (guarded by Impl::mutex)
 };
 
 struct WeightStreamer::Impl {
@@ -34,6 +41,16 @@ struct WeightStreamer::Impl {
   std::vector<Slot> slots;
   void* pinned = nullptr;       // pinned source: every streamed layer, device layout
   std::vector<size_t> pinned_offset;
+  // Mapped-file source: a stager thread copies each requested layer into its slot's
+  // staging buffer (with the copy pool) and uploads the finished parts as it goes, so
+  // prefetch() returns at once and the host copy overlaps the caller's launches.
+  std::unique_ptr<detail::ParallelCopy> pool;
+  std::thread stager;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<int> requests;
+  bool stop = false;
+  std::exception_ptr failure;
 };
 
 std::vector<int64_t> WeightStreamer::layer_device_bytes(const std::vector<HostLayer>& layers) {
@@ -110,10 +127,73 @@ WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPla
     }
   }
   check(cudaStreamSynchronize(im.copy), "loading the resident layers");
+  if (streams && plan_.source == StreamSource::mapped_file) {
+    im.pool = std::make_unique<detail::ParallelCopy>(detail::ParallelCopy::default_workers());
+    im.stager = std::thread([this] { stage_loop(); });
+  }
+}
+
+void WeightStreamer::stage_loop() {
+  auto& im = *impl_;
+  for (;;) {
+    int layer;
+    {
+      std::unique_lock lock(im.mutex);
+      im.changed.wait(lock, [&] { return im.stop || !im.requests.empty(); });
+      if (im.stop) return;
+      layer = im.requests.front();
+      im.requests.pop_front();
+    }
+    try {
+      stage(layer);
+    } catch (...) {
+      std::lock_guard lock(im.mutex);
+      im.failure = std::current_exception();
+      im.stop = true;
+      im.changed.notify_all();
+      return;
+    }
+  }
+}
+
+// Stager thread: host copy into the staging buffer, uploads of each finished prefix.
+void WeightStreamer::stage(int layer) {
+  auto& im = *impl_;
+  Slot& s = im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)];
+  // the host may not overwrite the staging buffer before its previous upload is done
+  if (s.staging_busy) check(cudaEventSynchronize(s.uploaded), "waiting for a staging buffer");
+  // nor the copy overwrite the slot before the last reader of its previous layer is done
+  check(cudaStreamWaitEvent(im.copy, s.free, 0), "waiting for a slot");
+  const auto& pieces = layers_[size_t(layer)].pieces;
+  std::vector<detail::CopyRange> ranges;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i].second)
+      ranges.push_back({static_cast<char*>(s.staging) + offsets_[size_t(layer)][i], pieces[i].first, pieces[i].second});
+  size_t uploaded = 0;
+  im.pool->copy(ranges, [&](size_t complete) {
+    check(cudaMemcpyAsync(static_cast<char*>(s.device) + uploaded, static_cast<char*>(s.staging) + uploaded,
+                          complete - uploaded, cudaMemcpyHostToDevice, im.copy),
+          "copying a layer");
+    uploaded = complete;
+  });
+  check(cudaEventRecord(s.uploaded, im.copy), "recording an upload");
+  s.staging_busy = true;
+  check(cudaEventRecord(s.ready, im.copy), "recording a copy");
+  std::lock_guard lock(im.mutex);
+  s.issued = layer;
+  im.changed.notify_all();
 }
 
 WeightStreamer::~WeightStreamer() {
   auto& im = *impl_;
+  if (im.stager.joinable()) {
+    {
+      std::lock_guard lock(im.mutex);
+      im.stop = true;
+    }
+    im.changed.notify_all();
+    im.stager.join();
+  }
   if (im.copy) cudaStreamSynchronize(im.copy);
   for (auto& s : im.slots) {
     if (s.device) cudaFree(s.device);
@@ -143,24 +223,20 @@ void WeightStreamer::prefetch(int layer) {
   if (s.occupant == layer) return;  // already issued
   KBIT_REQUIRE(!s.held, "WeightStreamer: layer ", layer, " needs slot ", streamed % plan_.slots, " but layer ",
                s.occupant, " still holds it (release it first, or plan more slots)");
-  // the copy may not overwrite the slot before the last reader of its previous layer is done
-  check(cudaStreamWaitEvent(im.copy, s.free, 0), "waiting for a slot");
-  const auto& pieces = layers_[size_t(layer)].pieces;
   if (plan_.source == StreamSource::pinned_host) {
+    // the copy may not overwrite the slot before the last reader of its previous layer is done
+    check(cudaStreamWaitEvent(im.copy, s.free, 0), "waiting for a slot");
+    const auto& pieces = layers_[size_t(layer)].pieces;
     const char* src = static_cast<const char*>(im.pinned) + im.pinned_offset[size_t(streamed)];
     const size_t total = offsets_[size_t(layer)].back() + round_up(pieces.back().second);
     check(cudaMemcpyAsync(s.device, src, total, cudaMemcpyHostToDevice, im.copy), "copying a layer");
+    check(cudaEventRecord(s.ready, im.copy), "recording a copy");
   } else {
-    // staging buffer: its previous upload must be finished before the host overwrites it
-    if (s.staging_busy) check(cudaEventSynchronize(s.uploaded), "waiting for a staging buffer");
-    for (size_t i = 0; i < pieces.size(); ++i)
-      std::memcpy(static_cast<char*>(s.staging) + offsets_[size_t(layer)][i], pieces[i].first, pieces[i].second);
-    const size_t total = offsets_[size_t(layer)].back() + round_up(pieces.back().second);
-    check(cudaMemcpyAsync(s.device, s.staging, total, cudaMemcpyHostToDevice, im.copy), "copying a layer");
-    check(cudaEventRecord(s.uploaded, im.copy), "recording an upload");
-    s.staging_busy = true;
+    std::lock_guard lock(im.mutex);
+    if (im.failure) std::rethrow_exception(im.failure);
+    im.requests.push_back(layer);
+    im.changed.notify_all();
   }
-  check(cudaEventRecord(s.ready, im.copy), "recording a copy");
   s.occupant = layer;
 }
 
@@ -170,6 +246,12 @@ const void* WeightStreamer::acquire(int layer, cudaStream_t compute) {
   if (resident(layer)) return im.resident[size_t(layer)];
   prefetch(layer);
   Slot& s = im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)];
+  if (plan_.source == StreamSource::mapped_file) {
+    // the stager must have issued the copy (and its event) before the compute stream can wait on it
+    std::unique_lock lock(im.mutex);
+    im.changed.wait(lock, [&] { return s.issued == layer || im.failure; });
+    if (im.failure) std::rethrow_exception(im.failure);
+  }
   check(cudaStreamWaitEvent(compute, s.ready, 0), "waiting for a copy");
   s.held = true;
   return s.device;

@@ -41,7 +41,11 @@ TEST(GpuHadamard, MatchesCpuForAllModesAndDtypes) {
   };
   const Case cases[] = {{"block:32", 96},  {"block:64", 256},  {"block:128", 3584}, {"block:256", 7168},
                         {"row", 96},       {"row", 896},       {"row", 3584},       {"row", 7168},
-                        {"row", 1024},     {"row", 32768},     {"row", 20 * 64},    {"row", 28 * 2048}};
+                        {"row", 1024},     {"row", 32768},     {"row", 20 * 64},    {"row", 28 * 2048},
+                        // every step-1 width of the CTA kernel: q < 8, 8..256, 512, 1024, 2048, 4096
+                        {"row", 12},       {"row", 24},        {"row", 28 * 4},     {"row", 20 * 512},
+                        {"row", 28 * 1024}, {"row", 12 * 2048}, {"row", 12 * 4096}, {"row", 2048},
+                        {"row", 8192},     {"row", 16384}};
   uint64_t seed = 1;
   for (const Case& c : cases)
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
