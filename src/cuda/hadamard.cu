@@ -276,12 +276,12 @@ __device__ __forceinline__ void transform_sub(float (&v)[E], float* buf, int s, 
 // thread's next load is issued before the current sub-chunk is transformed (E <= 8).
 // Step 2: "columns" b < Q1 of the P * H values at a * q + h * Q1 + b: the last log2(H)
 // stages in registers, the order-P mix, scale, inverse signs, straight to global memory.
-// P = 1 takes 2 neighbouring columns per thread (4-byte stores of 16-bit data) up to H = 8.
 template <typename T, int P, bool INV, int E, int H, int Words>
 __global__ void __launch_bounds__(kCtaThreads, (P > 1 && H > 1) || H == 32 ? 1 : 2) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
                                                                    const int lpc, const int parts,
                                                                    const int stage_signs,
                                                                    const __grid_constant__ SignBits<Words> signs) {
+  static_assert(P > 1, "power-of-two rows: hadamard_pow2_kernel or the warp kernel");
   allow_dependents_to_launch();
   extern __shared__ float buf[];  // [chunk] values, then [chunk / 32] sign words
   const int chunk = int(g.chunk), q1 = E * lpc, q = H * q1, n_subs = P * H;
@@ -321,40 +321,7 @@ __global__ void __launch_bounds__(kCtaThreads, (P > 1 && H > 1) || H == 32 ? 1 :
   __syncthreads();
 
   const uint32_t* inv = g.inverse && signs.used ? sign_words : nullptr;
-  if constexpr (P == 1) {
-    constexpr int kCpt = H <= 8 ? 2 : 1;  // columns per thread (16 or 32 values: no spills)
-    for (int b = tid * kCpt; b < q1; b += threads * kCpt) {
-      float col[kCpt][H];
-#pragma unroll
-      for (int h = 0; h < H; ++h) {
-        if constexpr (kCpt == 2) {
-          const float2 w = *reinterpret_cast<const float2*>(buf + h * q1 + b);
-          col[0][h] = w.x, col[1][h] = w.y;
-        } else {
-          col[0][h] = buf[h * q1 + b];
-        }
-      }
-#pragma unroll
-      for (int c = 0; c < kCpt; ++c) {
-        butterflies(col[c]);
-#pragma unroll
-        for (int h = 0; h < H; ++h) {
-          const int i = h * q1 + b + c;
-          col[c][h] *= g.scale;
-          if (inv && ((inv[i >> 5] >> (i & 31)) & 1u)) col[c][h] = -col[c][h];
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < H; ++h) {
-        if constexpr (kCpt == 2) {
-          const float pair[2] = {col[0][h], col[1][h]};
-          store_run<T, 2>(dst + h * q1 + b, vec, pair);
-        } else {
-          dst[h * q1 + b] = detail::Element<T>::from_float(col[0][h]);
-        }
-      }
-    }
-  } else {
+  {
     // This CTA's part of the columns; 4 threads share a column's outputs.
     constexpr int kGroups = 4;
     const int cols = q1 / parts, col0 = part * cols;
@@ -381,6 +348,95 @@ __global__ void __launch_bounds__(kCtaThreads, (P > 1 && H > 1) || H == 32 ? 1 :
   }
 }
 
+// ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
+// Index bits 0-4 (a thread's 32 contiguous elements), then 5-9, then the H = q/1024 high
+// ones, each pass in registers with shared memory (fp32) between passes. Rows of 32
+// floats are stored with their float4 groups XOR-swizzled by the row's low 3 bits, so
+// that every pass reads and writes shared memory without bank conflicts. No shuffles:
+// the shuffle pipe (one warp-instruction per SM clock) is what held the sub-chunk
+// design to 34% of the copy bandwidth on 16384-wide rows.
+__device__ __forceinline__ int swizzled(int row, int lo) { return row * 32 + ((((lo >> 2) ^ (row & 7)) << 2) | (lo & 3)); }
+
+template <typename T, int H>
+__global__ void __launch_bounds__(kCtaThreads, H == 32 ? 1 : 2) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                                   const int stage_signs,
+                                                                                   const __grid_constant__ SignBits<H * 32> signs) {
+  allow_dependents_to_launch();
+  extern __shared__ float buf[];  // [H * 1024] values, then [H * 32] sign words
+  constexpr int kRows = H * 32;   // rows of 32 elements
+  const int tid = int(threadIdx.x), threads = int(blockDim.x);
+  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
+  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
+  const bool vec = g.vec != 0;
+  const uint32_t* sign_words = signs.w;
+  if (stage_signs) {
+    uint32_t* staged = reinterpret_cast<uint32_t*>(buf + kRows * 32);
+    for (int i = tid; i < kRows; i += threads) staged[i] = signs.w[i];
+    sign_words = staged;
+    __syncthreads();
+  }
+  // Pass 1: row r = (hi, mid), bits 0-4.
+  for (int r = tid; r < kRows; r += threads) {
+    float v[32];
+    load_run<T, 32>(src + r * 32, vec, v);
+    if (signs.used && !g.inverse) apply_signs(v, sign_words[r]);
+    butterflies(v);
+#pragma unroll
+    for (int f = 0; f < 8; ++f)
+      *reinterpret_cast<float4*>(buf + r * 32 + ((f ^ (r & 7)) << 2)) =
+          make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
+  }
+  __syncthreads();
+  // Pass 2: (hi, lo), bits 5-9 (mid).
+  for (int t = tid; t < H * 32; t += threads) {
+    const int hi = t >> 5, lo = t & 31;
+    float v[32];
+#pragma unroll
+    for (int mid = 0; mid < 32; ++mid) v[mid] = buf[swizzled(hi * 32 + mid, lo)];
+    butterflies(v);
+#pragma unroll
+    for (int mid = 0; mid < 32; ++mid) buf[swizzled(hi * 32 + mid, lo)] = v[mid];
+  }
+  __syncthreads();
+  // Pass 3: (mid, lo) columns, the high bits; scale, inverse signs, store. Two
+  // neighbouring columns per thread of 16-bit data up to H = 16 (4-byte stores).
+  const uint32_t* inv = g.inverse && signs.used ? sign_words : nullptr;
+  constexpr int kCpt = sizeof(T) == 2 && H <= 16 ? 2 : 1;
+  for (int t = tid; t < 1024 / kCpt; t += threads) {
+    const int mid = t / (32 / kCpt), lo = (t % (32 / kCpt)) * kCpt;
+    float v[kCpt][H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const float* p = buf + swizzled(h * 32 + mid, lo);
+      if constexpr (kCpt == 2) {
+        const float2 w = *reinterpret_cast<const float2*>(p);
+        v[0][h] = w.x, v[1][h] = w.y;
+      } else {
+        v[0][h] = *p;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCpt; ++c) {
+      butterflies(v[c]);
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        v[c][h] *= g.scale;
+        if (inv && ((inv[h * 32 + mid] >> (lo + c)) & 1u)) v[c][h] = -v[c][h];
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const int i = h * 1024 + mid * 32 + lo;
+      if constexpr (kCpt == 2) {
+        const float pair[2] = {v[0][h], v[1][h]};
+        store_run<T, 2>(dst + i, vec, pair);
+      } else {
+        dst[i] = detail::Element<T>::from_float(v[0][h]);
+      }
+    }
+  }
+}
+
 template <int Words>
 SignBits<Words> sign_bits(const Rotation& r) {
   SignBits<Words> s{};
@@ -401,6 +457,7 @@ void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
     hadamard_warp_kernel<T, E, LPC><<<ctas, kWarpKernelThreads, 0, stream>>>(in, out, g, signs);
   };
   switch (g.chunk) {  // 8 elements (one 16-byte load of 16-bit data) per lane up to 256
+    case 16: go.template operator()<8, 2>(); break;
     case 32: go.template operator()<8, 4>(); break;
     case 64: go.template operator()<8, 8>(); break;
     case 128: go.template operator()<8, 16>(); break;
@@ -413,6 +470,31 @@ void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
 }
 
 template <typename T>
+void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
+  const int threads = int(std::min<int64_t>(kCtaThreads, r.size / 32));
+  const size_t value_bytes = size_t(r.size) * sizeof(float), sign_bytes = size_t(r.size / 32) * sizeof(uint32_t);
+  const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
+  const size_t smem = value_bytes + (stage_signs ? sign_bytes : 0);
+  KBIT_REQUIRE(g.chunks <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
+  auto go = [&]<int H>() {
+    auto kernel = hadamard_pow2_kernel<T, H>;
+    if (smem > 48 * 1024)
+      detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                         "hadamard_rotate: shared memory limit");
+    kernel<<<unsigned(g.chunks), unsigned(threads), smem, stream>>>(in, out, g, stage_signs, sign_bits<H * 32>(r));
+  };
+  switch (r.size) {
+    case 2048: go.template operator()<2>(); break;
+    case 4096: go.template operator()<4>(); break;
+    case 8192: go.template operator()<8>(); break;
+    case 16384: go.template operator()<16>(); break;
+    case 32768: go.template operator()<32>(); break;
+    default: throw Error(kbit::detail::concat("hadamard power-of-two kernel: chunk ", r.size));
+  }
+  detail::check_launch("hadamard kernel");
+}
+
+template <typename T>
 void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, bool inverse, bool in_place,
                        cudaStream_t stream) {
   int p = 1;
@@ -420,15 +502,9 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
     if (r.size % f == 0 && ((r.size / f) & (r.size / f - 1)) == 0) p = f;
   const int q = int(r.size / p);
   // Sub-chunks of Q1 = E * lpc elements (step 1), H = q / Q1 values per column (step 2).
-  int e = 32, h = 1;
-  if (q < 8)
-    e = 1;
-  else if (q <= 256)
-    e = 8;
-  else if (q == 512 || (p == 1 && q <= 8192))
-    e = 16;
-  const int q1 = p == 1 ? (q <= 8192 ? 512 : 1024) : std::min(q, 1024);
-  h = q / q1;
+  KBIT_REQUIRE(p > 1, "hadamard CTA kernel: chunk ", r.size, " is a power of two");
+  const int e = q < 8 ? 1 : (q <= 256 ? 8 : (q == 512 ? 16 : 32));
+  const int q1 = std::min(q, 1024), h = q / q1;
   const int lpc = q1 / e;
   const int threads = int(std::min<int64_t>(kCtaThreads, (r.size / e + 31) / 32 * 32));
   // Few chunks (a decode step's activations): split each chunk's order-p mix over up to 8
@@ -465,19 +541,7 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
     launch(hadamard_cta_kernel<T, P, false, E, H, kWords>);
   };
   auto with_p = [&]<int P>() {
-    if constexpr (P == 1) {
-      switch (h) {  // E = 16 up to q = 8192, 32 above
-        case 4: go.template operator()<1, 16, 4>(); break;
-        case 8: go.template operator()<1, 16, 8>(); break;
-        case 16:
-          if (e == 16)
-            go.template operator()<1, 16, 16>();
-          else
-            go.template operator()<1, 32, 16>();
-          break;
-        default: go.template operator()<1, 32, 32>(); break;
-      }
-    } else {
+    {
       if (e == 1)
         go.template operator()<P, 1, 1>();
       else if (e == 8)
@@ -495,7 +559,6 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
     }
   };
   switch (p) {
-    case 1: with_p.template operator()<1>(); break;
     case 12: with_p.template operator()<12>(); break;
     case 20: with_p.template operator()<20>(); break;
     default: with_p.template operator()<28>(); break;
@@ -531,12 +594,14 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
   const size_t out_bytes = size_t((out.rows - 1) * out.stride() + out.cols) * es;
   const auto in_lo = reinterpret_cast<uintptr_t>(in.data), out_lo = reinterpret_cast<uintptr_t>(out.data);
   const bool in_place = in_lo < out_lo + out_bytes && out_lo < in_lo + in_bytes;
-  const bool warp_sized = r.size >= 32 && r.size <= 1024 && (r.size & (r.size - 1)) == 0;
+  const bool warp_sized = r.size >= 16 && r.size <= 1024 && (r.size & (r.size - 1)) == 0;
   detail::dispatch_float(in.dtype, [&]<typename T>() {
     const T* src = static_cast<const T*>(in.data);
     T* dst = static_cast<T*>(out.data);
     if (warp_sized)
       launch_warp_kernel<T>(src, dst, g, r, stream);
+    else if ((r.size & (r.size - 1)) == 0)
+      launch_pow2_kernel<T>(src, dst, g, r, stream);
     else
       launch_cta_kernel<T>(src, dst, g, r, inverse, in_place, stream);
   });

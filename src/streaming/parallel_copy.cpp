@@ -1,9 +1,43 @@
 #include "streaming/parallel_copy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 namespace kbit::detail {
+namespace {
+
+// memcpy into memory nobody reads soon (pinned staging, read next by the DMA engine):
+// streaming stores skip the read-for-ownership of every destination line, a third of
+// the DRAM traffic of a plain copy, which is what limits 8 copying threads.
+void copy_streaming(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__)
+  const size_t head = std::min(n, size_t((16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15));
+  std::memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + i, src + i, n - i);
+  _mm_sfence();  // the streaming stores are visible before the part is marked done
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+}  // namespace
 
 ParallelCopy::ParallelCopy(int workers, size_t part_bytes, size_t report_bytes)
     : part_bytes_(std::max<size_t>(part_bytes, 4096)), report_bytes_(report_bytes) {
@@ -21,7 +55,7 @@ ParallelCopy::~ParallelCopy() {
 
 int ParallelCopy::default_workers() {
   const int hw = int(std::thread::hardware_concurrency());
-  return std::clamp(hw / 2, 0, 8);
+  return std::clamp(hw - 4, 0, 12);
 }
 
 void ParallelCopy::worker_loop() {
@@ -43,7 +77,7 @@ void ParallelCopy::copy_parts() {
   for (;;) {
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= parts_.size()) return;
-    std::memcpy(parts_[i].dst, parts_[i].src, parts_[i].bytes);
+    copy_streaming(parts_[i].dst, parts_[i].src, parts_[i].bytes);
     done_[i].store(1, std::memory_order_release);
   }
 }
@@ -88,7 +122,7 @@ void ParallelCopy::copy(const std::vector<CopyRange>& ranges, const std::functio
   for (;;) {
     const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= parts_.size()) break;
-    std::memcpy(parts_[i].dst, parts_[i].src, parts_[i].bytes);
+    copy_streaming(parts_[i].dst, parts_[i].src, parts_[i].bytes);
     done_[i].store(1, std::memory_order_release);
     advance(false);
   }

@@ -1,7 +1,9 @@
 // Host-side parallel copy for the memory-mapped source of kbit::WeightStreamer.
 // One thread copies page-cache data into pinned memory at about 6 GB/s (H200 host,
 // measured), a ninth of the PCIe link, so a layer's byte ranges are cut into parts
-// of a few MB that persistent worker threads and the calling thread copy together.
+// of a few MB that persistent worker threads and the calling thread copy together,
+// with streaming (non-temporal) stores. Measured at 4ed5616 with 8 workers and plain
+// memcpy: 34-36 GB/s from the page cache, 62-65% of the link.
 // The caller learns, in order, how much of the destination is complete, so it can
 // start the device upload of the finished prefix while the rest is still copied.
 #pragma once
@@ -39,7 +41,8 @@ class ParallelCopy {
   void copy(const std::vector<CopyRange>& ranges, const std::function<void(size_t)>& on_prefix);
 
   int workers() const { return int(threads_.size()); }
-  // A worker count for this machine: half the hardware threads, at most 8.
+  // A worker count for this machine: all hardware threads but 4 (the caller, the GPU
+  // driver, the compute loop), at most 12.
   static int default_workers();
 
  private:

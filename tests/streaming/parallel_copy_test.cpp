@@ -83,7 +83,7 @@ TEST(ParallelCopy, AFailingCallbackLeavesThePoolReusable) {
 
 TEST(ParallelCopy, DefaultWorkersIsBounded) {
   EXPECT_GE(ParallelCopy::default_workers(), 0);
-  EXPECT_LE(ParallelCopy::default_workers(), 8);
+  EXPECT_LE(ParallelCopy::default_workers(), 12);
 }
 
 }  // namespace
