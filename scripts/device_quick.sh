@@ -38,10 +38,10 @@ for step in ${KBIT_STEPS:-}; do
       timeout "${KBIT_SKINNY_TIMEOUT:-100}" build-dev/kbit tune skinny --mode sweep --table-out "$OUT/linear_configs.json" \
         --json "$OUT/skinny_sweep.jsonl" > "$OUT/skinny_sweep.txt" 2> "$OUT/skinny_sweep_progress.txt"
       echo "rc=$?"; tail -3 "$OUT/skinny_sweep_progress.txt" ;;
-    ncu) echo "== ncu on kernels matching ${KBIT_NCU_KERNEL:-.} in: kbit ${KBIT_NCU_ARGS:-bench hadamard}"
-      timeout "${KBIT_NCU_TIMEOUT:-150}" ncu --kernel-name "regex:${KBIT_NCU_KERNEL:-.}" --launch-skip "${KBIT_NCU_SKIP:-3}" \
-        --launch-count "${KBIT_NCU_COUNT:-1}" --set full build-dev/kbit ${KBIT_NCU_ARGS:-bench hadamard} > "$OUT/ncu.txt" 2>&1
-      echo "rc=$?"; grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|Stall|hadamard|==PROF==" "$OUT/ncu.txt" | head -60 ;;
+    ncu:*) k=${step#ncu:}; echo "== ncu on kernels matching $k in: kbit ${KBIT_NCU_ARGS:-bench hadamard}"
+      timeout "${KBIT_NCU_TIMEOUT:-150}" ncu --kernel-name "regex:$k" --launch-skip "${KBIT_NCU_SKIP:-3}" \
+        --launch-count 1 --set full build-dev/kbit ${KBIT_NCU_ARGS:-bench hadamard} > "$OUT/ncu_$k.txt" 2>&1
+      echo "rc=$?"; grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|Block Size|Grid Size|  hadamard|==PROF==|==ERROR==" "$OUT/ncu_$k.txt" | head -40 ;;
     racecheck:*) f=${step#racecheck:}; echo "== racecheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/racecheck.log" 2>&1
       echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)" ;;

@@ -45,7 +45,7 @@ TEST(GpuHadamard, MatchesCpuForAllModesAndDtypes) {
                         // every step-1 width of the CTA kernel: q < 8, 8..256, 512, 1024, 2048, 4096
                         {"row", 12},       {"row", 24},        {"row", 28 * 4},     {"row", 20 * 512},
                         {"row", 28 * 1024}, {"row", 12 * 2048}, {"row", 12 * 4096}, {"row", 2048},
-                        {"row", 8192},     {"row", 16384}};
+                        {"row", 8192},     {"row", 16384},     {"row", 16},         {"row", 4096}};
   uint64_t seed = 1;
   for (const Case& c : cases)
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
