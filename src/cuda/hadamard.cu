@@ -2,26 +2,30 @@
 // per chunk of B elements (inverse: x = D H_B^T y / sqrt(B)), in place or out of
 // place (input and output may alias exactly), f32/f16/bf16, rows with a stride.
 //
-// Two kernels, both fp32 inside:
-// - warp kernel, B = 2^m in [32, 1024] (block mode and short rows): each lane holds
+// Four kernels, all fp32 inside:
+// - warp kernel, B = 2^m in [16, 1024] (block mode and short rows): each lane holds
 //   E contiguous elements (E = 8, one 16-byte load of 16-bit data, up to B = 256;
 //   B/32 above), log2(E) butterfly stages in registers and the rest across the B/E
 //   lanes of the chunk by shuffles; a warp does 256/B chunks at once up to B = 256.
 //   No shared memory, no barrier; grid-stride over chunks.
-// - CTA kernel, every other supported B (2^m up to 32768, p * 2^m with p in
-//   {12, 20, 28}) up to 57344: CTAs of 512 threads. Element (a, b) of
-//   the chunk (a < p, b < q) sits at a*q + b. Loads of 8 contiguous elements do the
-//   first 3 butterfly stages in registers, the rest run in shared memory (fp32, 4 B
-//   per element) two stages per barrier; the order-p mix reads a column of p values
-//   and writes its outputs straight to global memory, one FADD per term (H_p's
-//   signs are compile-time constants, format/small_hadamard.h). With few chunks (decode), up to 8 CTAs share a chunk: each
-//   redoes the power-of-two stages and mixes its slice of the columns.
-// Both kernels call griddepcontrol.launch_dependents first so that a following
-// kernel launched with programmatic dependent launch (kbit::linear) can start
-// loading its weights while x is rotated.
-// Measured (H200, 2026-11-29, commit b8e9663, bf16): block:128 of 1-16 rows of 7168
-// 1.5-1.6 us; row mode (28 x 256) 6.6-8.7 us; 16384 x 16384 block:64 and block:256
-// at 80% and 79% of the copy kernel, row mode (16384) at 29%.
+// - power-of-two kernel, B = 2048..32768 (rows): [B/1024][32][32], three register
+//   passes over the index bits with a bank-conflict-free swizzled fp32 buffer between.
+// - cluster kernel, B = p * q with p in {12, 20, 28}, q = 8..256, few rows (decode):
+//   a cluster of 8 CTAs per row, runs transformed by warps, the order-p mix over
+//   columns read from the cluster's shared memory.
+// - CTA kernel, every other p * q up to 57344 (and many rows of the sizes above):
+//   sub-chunks of Q1 = E * lanes elements by warps (registers + shuffles) into shared
+//   memory, then columns: the last log2(q / Q1) stages and the order-p mix (H_p's signs
+//   are compile-time constants, format/small_hadamard.h).
+// All call griddepcontrol.launch_dependents first so that a following kernel launched
+// with programmatic dependent launch (kbit::linear) can start loading its weights
+// while x is rotated.
+// Measured (H200, 2026-11-29, bf16): block:128 of 1-16 rows of 7168 1.5-1.6 us; 16384 x
+// 16384 block:64 and block:256 at 79-80% of the copy kernel (commit 7ea7eae). Earlier
+// designs: row 7168 4.5 us, 16384-wide rows 34% (sub-chunk + shuffles) and 61% (three
+// passes, select-based signs, 512-thread CTAs). This version: not yet measured.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -132,11 +136,20 @@ __device__ __forceinline__ void butterflies(float (&v)[N]) {
       }
 }
 
+// Negate v[j] where bit j of `bits` is set: one shift and one LOP3 per element (the
+// select-based form cost four instructions and was a quarter of the row kernel's).
+// Volatile so that the compiler does not precompute 32 masks per loop and spill them.
 template <int N>
 __device__ __forceinline__ void apply_signs(float (&v)[N], uint32_t bits) {
+  static_assert(N <= 32, "one sign word");
 #pragma unroll
-  for (int j = 0; j < N; ++j)
-    if ((bits >> j) & 1u) v[j] = -v[j];
+  for (int j = 0; j < N; ++j) {
+    uint32_t r;
+    asm volatile("{\n .reg .b32 t;\n shl.b32 t, %1, %2;\n lop3.b32 %0, %3, t, 0x80000000, 0x78;\n}\n"
+                 : "=r"(r)
+                 : "r"(bits), "r"(31 - j), "r"(__float_as_uint(v[j])));
+    v[j] = __uint_as_float(r);
+  }
 }
 
 // ---- warp kernel: B = E * LPC, LPC lanes per chunk, 32 / LPC chunks per warp step ----
@@ -167,7 +180,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(co
 #pragma unroll
       for (int e = 0; e < E; ++e) v[e] = 0.0f;
     }
-    if (!g.inverse) apply_signs(v, lane_signs);
+    if (signs.used && !g.inverse) apply_signs(v, lane_signs);
     butterflies(v);
     // The rest across the chunk's lanes (xor d < LPC stays inside the group).
 #pragma unroll
@@ -179,7 +192,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(co
       }
 #pragma unroll
     for (int e = 0; e < E; ++e) v[e] *= g.scale;
-    if (g.inverse) apply_signs(v, lane_signs);
+    if (signs.used && g.inverse) apply_signs(v, lane_signs);
     if (c < g.chunks) store_run<T, E>(out + chunk_offset(g, c, g.out_stride) + pos, vec, v);
   }
 }
@@ -277,7 +290,7 @@ __device__ __forceinline__ void transform_sub(float (&v)[E], float* buf, int s, 
 // Step 2: "columns" b < Q1 of the P * H values at a * q + h * Q1 + b: the last log2(H)
 // stages in registers, the order-P mix, scale, inverse signs, straight to global memory.
 template <typename T, int P, bool INV, int E, int H, int Words>
-__global__ void __launch_bounds__(kCtaThreads, (P > 1 && H > 1) || H == 32 ? 1 : 2) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
+__global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamard_cta_kernel(const T* in, T* out, const ChunkGrid g,
                                                                    const int lpc, const int parts,
                                                                    const int stage_signs,
                                                                    const __grid_constant__ SignBits<Words> signs) {
@@ -348,80 +361,170 @@ __global__ void __launch_bounds__(kCtaThreads, (P > 1 && H > 1) || H == 32 ? 1 :
   }
 }
 
+// ---- decode-sized p * q rows (q = 8..256): one cluster of 8 CTAs per chunk ----
+// A decode step rotates a handful of rows, so each row is spread over a cluster of
+// kClusterCtas CTAs: CTA `rank` transforms runs a = rank, rank + 8, ... (q-point FWHT,
+// 8 elements per lane, shuffles over the run's q/8 lanes) into its shared memory; after
+// a cluster barrier it mixes columns [rank * q/8, (rank + 1) * q/8) over all p runs,
+// reading them from the other CTAs' shared memory (DSMEM), and writes its outputs.
+// Every load happens before the barrier, so in place is safe. The earlier design (up
+// to 8 CTAs per row, each redoing every run's FWHT) took 4.5 us on a 7168-wide row.
+constexpr int kClusterCtas = 8;
+constexpr int kClusterThreads = 128;
+
+template <typename T, int P, bool INV>
+__global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterThreads)
+    hadamard_cluster_kernel(const T* in, T* out, const ChunkGrid g, const int lpc,
+                            const __grid_constant__ SignBits<P * 8> signs) {
+  allow_dependents_to_launch();
+  constexpr int kRunsPerCta = (P + kClusterCtas - 1) / kClusterCtas;
+  extern __shared__ float buf[];  // [kRunsPerCta][q]
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = int(cluster.block_rank());
+  const int q = 8 * lpc, tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t chunk_id = int64_t(blockIdx.x) / kClusterCtas;
+  const T* src = in + chunk_offset(g, chunk_id, g.in_stride);
+  T* dst = out + chunk_offset(g, chunk_id, g.out_stride);
+  // Step 1: local run li (global run a = rank + 8 li); 4 warps of 32 / lpc runs each cover
+  // the (at most 4) runs in one pass. A run's lanes are in one warp (shuffles).
+  static_assert(kRunsPerCta <= kClusterThreads / 32, "one pass of step 1");
+  const int runs_per_warp = 32 / lpc, pos = (lane % lpc) * 8;
+  if (warp * runs_per_warp < kRunsPerCta) {
+    const int li = warp * runs_per_warp + lane / lpc, a = rank + kClusterCtas * li;
+    const bool valid = li < kRunsPerCta && a < P;
+    float v[8];
+    if (valid) {
+      load_run<T, 8>(src + a * q + pos, g.vec != 0, v);
+      if (signs.used && !g.inverse) apply_signs(v, sign_run<8>(signs.w, a * q + pos));
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = 0.0f;
+    }
+    butterflies(v);
+    for (int d = 1; d < lpc; d *= 2)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
+        v[e] = (lane & d) ? other - v[e] : v[e] + other;
+      }
+    if (valid) {
+      float* p = buf + li * q + pos;
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+      *reinterpret_cast<float4*>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+  }
+  cluster.sync();
+  // Step 2: this CTA's columns, 4 threads per column (a quarter of the outputs each).
+  constexpr int kGroups = 4;
+  const int cols = lpc, col0 = rank * cols;  // q / 8 columns per CTA
+  const uint32_t* inv = g.inverse && signs.used ? signs.w : nullptr;
+  for (int w = tid; w < cols * kGroups; w += kClusterThreads) {
+    const int grp = w / cols, b = col0 + (w - grp * cols);
+    float col[P];
+#pragma unroll
+    for (int a = 0; a < P; ++a) col[a] = cluster.map_shared_rank(buf, a % kClusterCtas)[(a / kClusterCtas) * q + b];
+    switch (grp) {
+      case 0: mix_column<T, P, INV, kGroups, 0>(col, dst, q, b, g.scale, inv); break;
+      case 1: mix_column<T, P, INV, kGroups, 1>(col, dst, q, b, g.scale, inv); break;
+      case 2: mix_column<T, P, INV, kGroups, 2>(col, dst, q, b, g.scale, inv); break;
+      default: mix_column<T, P, INV, kGroups, 3>(col, dst, q, b, g.scale, inv); break;
+    }
+  }
+  cluster.sync();  // every CTA's shared memory stays valid until the others have read it
+}
+
 // ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
 // Index bits 0-4 (a thread's 32 contiguous elements), then 5-9, then the H = q/1024 high
 // ones, each pass in registers with shared memory (fp32) between passes. Rows of 32
 // floats are stored with their float4 groups XOR-swizzled by the row's low 3 bits, so
 // that every pass reads and writes shared memory without bank conflicts. No shuffles:
 // the shuffle pipe (one warp-instruction per SM clock) is what held the sub-chunk
-// design to 34% of the copy bandwidth on 16384-wide rows.
-__device__ __forceinline__ int swizzled(int row, int lo) { return row * 32 + ((((lo >> 2) ^ (row & 7)) << 2) | (lo & 3)); }
+// design to 34% of the copy bandwidth on 16384-wide rows. CTAs of 256 threads (three
+// per SM with 64 KB rows) so that one CTA's loads overlap another's passes.
+template <int H>
+constexpr int pow2_threads() { return H == 32 ? 512 : (H * 32 < 256 ? H * 32 : 256); }
+
+// Word offset of element lo of a row whose low 3 bits are `row7`.
+__device__ __forceinline__ int swizzle(int row7, int lo) { return ((((lo >> 2) ^ row7) << 2) | (lo & 3)); }
 
 template <typename T, int H>
-__global__ void __launch_bounds__(kCtaThreads, H == 32 ? 1 : 2) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
-                                                                                   const int stage_signs,
-                                                                                   const __grid_constant__ SignBits<H * 32> signs) {
+__global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                                       const int stage_signs,
+                                                                                       const __grid_constant__ SignBits<H * 32> signs) {
   allow_dependents_to_launch();
   extern __shared__ float buf[];  // [H * 1024] values, then [H * 32] sign words
   constexpr int kRows = H * 32;   // rows of 32 elements
-  const int tid = int(threadIdx.x), threads = int(blockDim.x);
+  constexpr int kThreads = pow2_threads<H>();
+  const int tid = int(threadIdx.x);
   const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
   T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
   const bool vec = g.vec != 0;
   const uint32_t* sign_words = signs.w;
   if (stage_signs) {
     uint32_t* staged = reinterpret_cast<uint32_t*>(buf + kRows * 32);
-    for (int i = tid; i < kRows; i += threads) staged[i] = signs.w[i];
+    for (int i = tid; i < kRows; i += kThreads) staged[i] = signs.w[i];
     sign_words = staged;
     __syncthreads();
   }
+  const bool forward_signs = signs.used && !g.inverse;
   // Pass 1: row r = (hi, mid), bits 0-4.
-  for (int r = tid; r < kRows; r += threads) {
+#pragma unroll
+  for (int r = tid; r < kRows; r += kThreads) {
     float v[32];
     load_run<T, 32>(src + r * 32, vec, v);
-    if (signs.used && !g.inverse) apply_signs(v, sign_words[r]);
+    if (forward_signs) apply_signs(v, sign_words[r]);
     butterflies(v);
+    float* row = buf + r * 32;
 #pragma unroll
     for (int f = 0; f < 8; ++f)
-      *reinterpret_cast<float4*>(buf + r * 32 + ((f ^ (r & 7)) << 2)) =
-          make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
+      *reinterpret_cast<float4*>(row + ((f ^ (r & 7)) << 2)) = make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
   }
   __syncthreads();
-  // Pass 2: (hi, lo), bits 5-9 (mid).
-  for (int t = tid; t < H * 32; t += threads) {
+  // Pass 2: (hi, lo), bits 5-9 (mid). Row hi * 32 + mid has low bits mid & 7.
+#pragma unroll
+  for (int t = tid; t < H * 32; t += kThreads) {
     const int hi = t >> 5, lo = t & 31;
+    float* base = buf + hi * 1024;
+    int off[8];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) off[m] = swizzle(m, lo);
     float v[32];
 #pragma unroll
-    for (int mid = 0; mid < 32; ++mid) v[mid] = buf[swizzled(hi * 32 + mid, lo)];
+    for (int mid = 0; mid < 32; ++mid) v[mid] = base[mid * 32 + off[mid & 7]];
     butterflies(v);
 #pragma unroll
-    for (int mid = 0; mid < 32; ++mid) buf[swizzled(hi * 32 + mid, lo)] = v[mid];
+    for (int mid = 0; mid < 32; ++mid) base[mid * 32 + off[mid & 7]] = v[mid];
   }
   __syncthreads();
   // Pass 3: (mid, lo) columns, the high bits; scale, inverse signs, store. Two
   // neighbouring columns per thread of 16-bit data up to H = 16 (4-byte stores).
-  const uint32_t* inv = g.inverse && signs.used ? sign_words : nullptr;
+  const bool inverse_signs = signs.used && g.inverse;
   constexpr int kCpt = sizeof(T) == 2 && H <= 16 ? 2 : 1;
-  for (int t = tid; t < 1024 / kCpt; t += threads) {
+#pragma unroll
+  for (int t = tid; t < 1024 / kCpt; t += kThreads) {
     const int mid = t / (32 / kCpt), lo = (t % (32 / kCpt)) * kCpt;
+    const float* col = buf + mid * 32 + swizzle(mid & 7, lo);  // row h * 32 + mid: same swizzle for every h
     float v[kCpt][H];
 #pragma unroll
     for (int h = 0; h < H; ++h) {
-      const float* p = buf + swizzled(h * 32 + mid, lo);
       if constexpr (kCpt == 2) {
-        const float2 w = *reinterpret_cast<const float2*>(p);
+        const float2 w = *reinterpret_cast<const float2*>(col + h * 1024);
         v[0][h] = w.x, v[1][h] = w.y;
       } else {
-        v[0][h] = *p;
+        v[0][h] = col[h * 1024];
       }
     }
 #pragma unroll
     for (int c = 0; c < kCpt; ++c) {
       butterflies(v[c]);
 #pragma unroll
-      for (int h = 0; h < H; ++h) {
-        v[c][h] *= g.scale;
-        if (inv && ((inv[h * 32 + mid] >> (lo + c)) & 1u)) v[c][h] = -v[c][h];
+      for (int h = 0; h < H; ++h) v[c][h] *= g.scale;
+      if (inverse_signs) {
+        uint32_t bits = 0;  // bit h: element h * 1024 + mid * 32 + lo + c
+#pragma unroll
+        for (int h = 0; h < H; ++h) bits |= ((sign_words[h * 32 + mid] >> (lo + c)) & 1u) << h;
+        apply_signs(v[c], bits);
       }
     }
 #pragma unroll
@@ -470,8 +573,30 @@ void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
 }
 
 template <typename T>
+void launch_cluster_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
+                           cudaStream_t stream) {
+  const int q = int(r.size / p);
+  const size_t smem = size_t((p + kClusterCtas - 1) / kClusterCtas) * size_t(q) * sizeof(float);
+  auto go = [&]<int P>() {
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(g.chunks * kClusterCtas), kClusterThreads, smem, stream>>>(in, out, g, q / 8,
+                                                                                  sign_bits<P * 8>(r));
+    };
+    if (inverse)
+      launch(hadamard_cluster_kernel<T, P, true>);
+    else
+      launch(hadamard_cluster_kernel<T, P, false>);
+  };
+  switch (p) {
+    case 12: go.template operator()<12>(); break;
+    case 20: go.template operator()<20>(); break;
+    default: go.template operator()<28>(); break;
+  }
+  detail::check_launch("hadamard cluster kernel");
+}
+
+template <typename T>
 void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
-  const int threads = int(std::min<int64_t>(kCtaThreads, r.size / 32));
   const size_t value_bytes = size_t(r.size) * sizeof(float), sign_bytes = size_t(r.size / 32) * sizeof(uint32_t);
   const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
   const size_t smem = value_bytes + (stage_signs ? sign_bytes : 0);
@@ -481,7 +606,8 @@ void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
     if (smem > 48 * 1024)
       detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                          "hadamard_rotate: shared memory limit");
-    kernel<<<unsigned(g.chunks), unsigned(threads), smem, stream>>>(in, out, g, stage_signs, sign_bits<H * 32>(r));
+    kernel<<<unsigned(g.chunks), unsigned(pow2_threads<H>()), smem, stream>>>(in, out, g, stage_signs,
+                                                                             sign_bits<H * 32>(r));
   };
   switch (r.size) {
     case 2048: go.template operator()<2>(); break;
@@ -503,6 +629,11 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   const int q = int(r.size / p);
   // Sub-chunks of Q1 = E * lpc elements (step 1), H = q / Q1 values per column (step 2).
   KBIT_REQUIRE(p > 1, "hadamard CTA kernel: chunk ", r.size, " is a power of two");
+  // Few rows of q = 8..256 (a decode step's activations): one cluster of CTAs per row.
+  if (q >= 8 && q <= 256 && g.chunks * kClusterCtas <= 4 * int64_t(detail::sm_count())) {
+    launch_cluster_kernel<T>(in, out, g, r, p, inverse, stream);
+    return;
+  }
   const int e = q < 8 ? 1 : (q <= 256 ? 8 : (q == 512 ? 16 : 32));
   const int q1 = std::min(q, 1024), h = q / q1;
   const int lpc = q1 / e;
@@ -523,7 +654,7 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
     // Sign words for the largest chunk this instantiation serves (small parameter blocks
     // keep the common launches cheap).
     constexpr int kQ1 = E == 1 ? 4 : (E == 8 ? 256 : (E == 16 ? 512 : 1024));
-    constexpr int kWords = P * kQ1 * H / 32 > 1 ? P * kQ1 * H / 32 : 1;
+    constexpr int kWords = (P * kQ1 * H + 31) / 32;
     auto launch = [&](auto kernel) {
       if (smem > 48 * 1024)
         detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
