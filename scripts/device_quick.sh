@@ -45,6 +45,9 @@ for step in ${KBIT_STEPS:-}; do
     racecheck:*) f=${step#racecheck:}; echo "== racecheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/racecheck.log" 2>&1
       echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)" ;;
+    synccheck:*) f=${step#synccheck:}; echo "== synccheck $f"
+      timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool synccheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/synccheck.log" 2>&1
+      echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/synccheck.log" | tail -1)" ;;
     memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/memcheck.log" 2>&1
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" ;;
