@@ -74,6 +74,107 @@ class GroupedBaseline {
   int groups_ = 0;
 };
 
+// E experts of N x K at `bits` (mma16), every expert the same random values (copied on
+// the device), which costs the kernels the same as distinct ones.
+QuantizedMatrix stacked_experts(int64_t e, int64_t n, int64_t k, int bits, uint32_t seed) {
+  Buffer one = upload(random_bf16(size_t(n * k), seed, 0.05f));
+  Buffer wd = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
+  for (int64_t i = 0; i < e; ++i)
+    check_cuda(cudaMemcpy(static_cast<char*>(wd.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
+                          cudaMemcpyDeviceToDevice),
+               "moe bench: experts");
+  const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(bits), nullptr);
+  return cuda::repack(flat, Layout::mma16, nullptr);
+}
+
+const Projection* find_projection(const ModelShapes& shapes, const std::string& name) {
+  for (const auto& p : shapes.projections)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// kbit::moe_forward for T decode tokens in one CUDA graph against the same graph of its
+// GEMMs alone (grouped gate+up and down over the same routing, plus the shared expert's
+// two projections when the model has one): the issue-5 target is within 1.3x.
+void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, const DeviceInfo& dev,
+                          std::vector<nlohmann::json>& rows) {
+  const Projection* gu = find_projection(shapes, "moe_gu");
+  const Projection* dn = find_projection(shapes, "moe_dn");
+  if (!gu || !dn) return;
+  const Projection* sgu = find_projection(shapes, "shared_gu");
+  const Projection* sdn = find_projection(shapes, "shared_dn");
+  const int64_t e = gu->experts, hidden = gu->K, inter = dn->K;
+  KBIT_REQUIRE(gu->N == 2 * inter && dn->N == hidden, "moe bench: ", o.model, ": moe_gu and moe_dn do not chain");
+  const bool shared = sgu && sdn && sgu->K == hidden && sdn->N == hidden && sgu->N == 2 * sdn->K;
+  std::printf("\nkbit::moe_forward (route, gather, gate+up, SwiGLU, down, combine%s) in one graph, against its GEMMs alone\n",
+              shared ? "; shared expert" : "");
+  std::printf("%5s %2s %8s %14s %12s %8s\n", "T", "k", "shared", "moe_forward us", "GEMMs us", "ratio");
+  for (int bits : o.bits) {
+    const QuantizedMatrix wgu = stacked_experts(e, gu->N, hidden, bits, 81), wdn = stacked_experts(e, hidden, inter, bits, 82);
+    QuantizedMatrix wsgu, wsdn;
+    if (shared) wsgu = stacked_experts(1, sgu->N, hidden, bits, 83), wsdn = stacked_experts(1, hidden, sdn->K, bits, 84);
+    for (int64_t t : o.tokens) {
+      if (t > 16) continue;  // a decode step
+      std::mt19937 rng(uint32_t(o.seed + uint64_t(t)));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<float> logits(size_t(t * e));
+      for (auto& v : logits) v = nd(rng);
+      const Routing r = cpu::route(logits.data(), t, e, gu->active, RoutingMode::topk_softmax);
+      const int64_t pairs = t * gu->active;
+      Buffer ld = Buffer::allocate(Memory::device, logits.size() * 4);
+      check_cuda(cudaMemcpy(ld.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), "moe bench: logits");
+      Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
+      check_cuda(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), "moe bench: offsets");
+      Buffer xd = upload(random_bf16(size_t(t * hidden), 85, 1.0f)), yd = Buffer::allocate(Memory::device, size_t(t * hidden) * 2);
+      Buffer xs = upload(random_bf16(size_t(pairs * hidden), 86, 1.0f));
+      Buffer mid = upload(random_bf16(size_t(pairs * 2 * inter), 87, 1.0f));
+      Buffer out = Buffer::allocate(Memory::device, size_t(pairs * hidden) * 2);
+      const int64_t sinter = shared ? sdn->K : 0;
+      Buffer smid = upload(random_bf16(size_t(std::max<int64_t>(1, t * 2 * sinter)), 88, 1.0f));
+      Buffer sout = Buffer::allocate(Memory::device, size_t(t * hidden) * 2);
+      LinearWorkspace lw({pairs, std::max({gu->N, hidden, shared ? sgu->N : 0}), std::max({hidden, inter, sinter}), false});
+      TimingOptions to;
+      to.calls_per_graph = 4, to.replays = 5, to.repeats = o.repeats;
+      for (bool with_shared : {false, true}) {
+        if (with_shared && !shared) continue;
+        MoeWeights w;
+        w.gate_up = &wgu, w.down = &wdn, w.experts = e;
+        if (with_shared) w.shared_gate_up = &wsgu, w.shared_down = &wsdn;
+        MoeWorkspace ws({t, hidden, inter, e, gu->active, with_shared ? sinter : 0});
+        MoeOptions mo;
+        mo.top_k = gu->active;
+        const Timing tf = time_graph(
+            [&](cudaStream_t s, int) {
+              moe_forward(TensorView{xd.data(), DType::bf16, t, hidden}, static_cast<const float*>(ld.data()), w,
+                          MutableTensorView{yd.data(), DType::bf16, t, hidden}, ws, s, mo);
+            },
+            to);
+        const auto* offs = static_cast<const int32_t*>(od.data());
+        const Timing tg = time_graph(
+            [&](cudaStream_t s, int) {
+              expert_linear(TensorView{xs.data(), DType::bf16, pairs, hidden}, wgu, e, offs,
+                            MutableTensorView{mid.data(), DType::bf16, pairs, 2 * inter}, lw, s);
+              expert_linear(TensorView{mid.data(), DType::bf16, pairs, inter}, wdn, e, offs,
+                            MutableTensorView{out.data(), DType::bf16, pairs, hidden}, lw, s);
+              if (with_shared) {
+                linear(TensorView{xd.data(), DType::bf16, t, hidden}, wsgu,
+                       MutableTensorView{smid.data(), DType::bf16, t, 2 * sinter}, lw, s);
+                linear(TensorView{smid.data(), DType::bf16, t, sinter}, wsdn,
+                       MutableTensorView{sout.data(), DType::bf16, t, hidden}, lw, s);
+              }
+            },
+            to);
+        std::printf("%5lld %2d %8s %14.2f %12.2f %7.2fx\n", (long long)t, bits, with_shared ? "yes" : "no", tf.median_us,
+                    tg.median_us, tf.median_us / tg.median_us);
+        rows.push_back({{"model", o.model}, {"row", "moe_forward"}, {"tokens", t}, {"top_k", gu->active}, {"bits", bits},
+                        {"experts", e}, {"shared_expert", with_shared}, {"moe_forward_us", tf.median_us},
+                        {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us}, {"device", dev.name},
+                        {"commit", KBIT_GIT_COMMIT}});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void run_moe_bench(const MoeBenchOptions& o) {
@@ -134,6 +235,7 @@ void run_moe_bench(const MoeBenchOptions& o) {
       }
     }
   }
+  run_moe_forward_rows(o, shapes, dev, rows);
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);
     KBIT_REQUIRE(f.good(), "cannot write ", o.json_path);

@@ -8,8 +8,8 @@
 //   B/32 above), log2(E) butterfly stages in registers and the rest across the B/E
 //   lanes of the chunk by shuffles; a warp does 256/B chunks at once up to B = 256.
 //   No shared memory, no barrier; grid-stride over chunks.
-// - power-of-two kernel, B = 2048..32768 (rows): three register passes over the index
-//   bits (coalesced loads in the first) with a bank-conflict-free fp32 buffer between.
+// - power-of-two kernel, B = 2048..32768 (rows): [B/1024][32][32], three register
+//   passes over the index bits with a bank-conflict-free swizzled fp32 buffer between.
 // - cluster kernel, B = p * q with p in {12, 20, 28}, q = 8..256, few rows (decode):
 //   a cluster of 8 CTAs per row, runs transformed by warps, the order-p mix over
 //   columns read from the cluster's shared memory.
@@ -366,12 +366,11 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
 // kClusterCtas CTAs: CTA `rank` transforms runs a = rank, rank + 8, ... (q-point FWHT,
 // 8 elements per lane, shuffles over the run's q/8 lanes) into its shared memory; after
 // a cluster barrier it mixes columns [rank * q/8, (rank + 1) * q/8) over all p runs,
-// reading them from the other CTAs' shared memory (DSMEM), p/4 threads per column
-// (4 outputs each), and writes its outputs.
+// reading them from the other CTAs' shared memory (DSMEM), and writes its outputs.
 // Every load happens before the barrier, so in place is safe. The earlier design (up
 // to 8 CTAs per row, each redoing every run's FWHT) took 4.5 us on a 7168-wide row.
 constexpr int kClusterCtas = 8;
-constexpr int kClusterThreads = 256;
+constexpr int kClusterThreads = 128;
 
 template <typename T, int P, bool INV>
 __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterThreads)
@@ -390,7 +389,6 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
   // Step 1: local run li (global run a = rank + 8 li); 4 warps of 32 / lpc runs each cover
   // the (at most 4) runs in one pass. A run's lanes are in one warp (shuffles).
   static_assert(kRunsPerCta <= kClusterThreads / 32, "one pass of step 1");
-  static_assert(P % 4 == 0 && 32 * (P / 4) <= kClusterThreads, "one pass of step 2");
   const int runs_per_warp = 32 / lpc, pos = (lane % lpc) * 8;
   if (warp * runs_per_warp < kRunsPerCta) {
     const int li = warp * runs_per_warp + lane / lpc, a = rank + kClusterCtas * li;
@@ -417,41 +415,38 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
     }
   }
   cluster.sync();
-  // Step 2: this CTA's columns, P / 4 threads per column (4 outputs each), one pass.
-  constexpr int kGroups = P / 4;
+  // Step 2: this CTA's columns, 4 threads per column (a quarter of the outputs each).
+  constexpr int kGroups = 4;
   const int cols = lpc, col0 = rank * cols;  // q / 8 columns per CTA
-  const bool active = tid < cols * kGroups;
-  const int grp = tid / cols, b = col0 + (tid - grp * cols);
-  float col[P];
-  if (active) {
+  const uint32_t* inv = g.inverse && signs.used ? signs.w : nullptr;
+  for (int w = tid; w < cols * kGroups; w += kClusterThreads) {
+    const int grp = w / cols, b = col0 + (w - grp * cols);
+    float col[P];
 #pragma unroll
     for (int a = 0; a < P; ++a) col[a] = cluster.map_shared_rank(buf, a % kClusterCtas)[(a / kClusterCtas) * q + b];
+    switch (grp) {
+      case 0: mix_column<T, P, INV, kGroups, 0>(col, dst, q, b, g.scale, inv); break;
+      case 1: mix_column<T, P, INV, kGroups, 1>(col, dst, q, b, g.scale, inv); break;
+      case 2: mix_column<T, P, INV, kGroups, 2>(col, dst, q, b, g.scale, inv); break;
+      default: mix_column<T, P, INV, kGroups, 3>(col, dst, q, b, g.scale, inv); break;
+    }
   }
-  // This CTA has read the others' shared memory: they may leave once everyone has (the
-  // barrier's latency overlaps the mix and the stores).
-  auto token = cluster.barrier_arrive();
-  if (active) {
-    const uint32_t* inv = g.inverse && signs.used ? signs.w : nullptr;
-    [&]<int... G>(std::integer_sequence<int, G...>) {
-      ((grp == G ? mix_column<T, P, INV, kGroups, G>(col, dst, q, b, g.scale, inv) : void()), ...);
-    }(std::make_integer_sequence<int, kGroups>{});
-  }
-  cluster.barrier_wait(std::move(token));
+  cluster.sync();  // every CTA's shared memory stays valid until the others have read it
 }
 
-// ---- power-of-two rows from 2048 to 32768: three register passes ----
-// Element e of a row: bits 0-2 and 8-9 go through pass 1 (a lane's four coalesced
-// 16-byte loads at e = hi * 1024 + j * 256 + lane * 8 + i: 32 values in registers), bits
-// 3-7 through pass 2 (32 values at stride 8), bits 10 and up through pass 3 (H = q/1024
-// values at stride 1024), with fp32 shared memory between passes. Shared memory is
-// addressed by e ^ (bits 8-9 of e) << 3, which makes every pass's accesses free of bank
-// conflicts. No shuffles (the shuffle pipe held the sub-chunk design to 34% of the copy
-// bandwidth on 16384-wide rows). CTAs of 256 threads, three per SM with 64 KB rows, so
-// that one CTA's loads overlap another's passes.
+// ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
+// Index bits 0-4 (a thread's 32 contiguous elements), then 5-9, then the H = q/1024 high
+// ones, each pass in registers with shared memory (fp32) between passes. Rows of 32
+// floats are stored with their float4 groups XOR-swizzled by the row's low 3 bits, so
+// that every pass reads and writes shared memory without bank conflicts. No shuffles:
+// the shuffle pipe (one warp-instruction per SM clock) is what held the sub-chunk
+// design to 34% of the copy bandwidth on 16384-wide rows. CTAs of 256 threads (three
+// per SM with 64 KB rows) so that one CTA's loads overlap another's passes.
 template <int H>
 constexpr int pow2_threads() { return H == 32 ? 512 : (H * 32 < 256 ? H * 32 : 256); }
 
-__device__ __forceinline__ int pow2_slot(int e) { return e ^ (((e >> 8) & 3) << 3); }
+// Word offset of element lo of a row whose low 3 bits are `row7`.
+__device__ __forceinline__ int swizzle(int row7, int lo) { return ((((lo >> 2) ^ row7) << 2) | (lo & 3)); }
 
 template <typename T, int H>
 __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
@@ -459,67 +454,57 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
                                                                                        const __grid_constant__ SignBits<H * 32> signs) {
   allow_dependents_to_launch();
   extern __shared__ float buf[];  // [H * 1024] values, then [H * 32] sign words
-  constexpr int kThreads = pow2_threads<H>(), kWarps = kThreads / 32;
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  constexpr int kRows = H * 32;   // rows of 32 elements
+  constexpr int kThreads = pow2_threads<H>();
+  const int tid = int(threadIdx.x);
   const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
   T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
   const bool vec = g.vec != 0;
   const uint32_t* sign_words = signs.w;
   if (stage_signs) {
-    uint32_t* staged = reinterpret_cast<uint32_t*>(buf + H * 1024);
-    for (int i = tid; i < H * 32; i += kThreads) staged[i] = signs.w[i];
+    uint32_t* staged = reinterpret_cast<uint32_t*>(buf + kRows * 32);
+    for (int i = tid; i < kRows; i += kThreads) staged[i] = signs.w[i];
     sign_words = staged;
     __syncthreads();
   }
   const bool forward_signs = signs.used && !g.inverse;
-  // Pass 1: a warp per 1024-element group hi; register r = j * 8 + i.
+  // Pass 1: row r = (hi, mid), bits 0-4.
 #pragma unroll
-  for (int hi = warp; hi < H; hi += kWarps) {
+  for (int r = tid; r < kRows; r += kThreads) {
     float v[32];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int e = hi * 1024 + j * 256 + lane * 8;
-      float run[8];
-      load_run<T, 8>(src + e, vec, run);
-      if (forward_signs) apply_signs(run, sign_run<8>(sign_words, e));
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[j * 8 + i] = run[i];
-    }
+    load_run<T, 32>(src + r * 32, vec, v);
+    if (forward_signs) apply_signs(v, sign_words[r]);
     butterflies(v);
+    float* row = buf + r * 32;
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int f = 0; f < 2; ++f) {
-        const int e = hi * 1024 + j * 256 + lane * 8 + f * 4;
-        *reinterpret_cast<float4*>(buf + pow2_slot(e)) =
-            make_float4(v[j * 8 + f * 4], v[j * 8 + f * 4 + 1], v[j * 8 + f * 4 + 2], v[j * 8 + f * 4 + 3]);
-      }
+    for (int f = 0; f < 8; ++f)
+      *reinterpret_cast<float4*>(row + ((f ^ (r & 7)) << 2)) = make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
   }
   __syncthreads();
-  // Pass 2: task (hi, c1 = bits 8-9, c0 = bits 0-2), values m = bits 3-7.
+  // Pass 2: (hi, lo), bits 5-9 (mid). Row hi * 32 + mid has low bits mid & 7.
 #pragma unroll
   for (int t = tid; t < H * 32; t += kThreads) {
-    const int c0 = t & 7, c1 = (t >> 3) & 3, hi = t >> 5;
-    float* base = buf + hi * 1024 + c1 * 256 + c0;  // slot: c0 + 8 (m ^ c1) + 256 c1 + 1024 hi
-    int off[4];
+    const int hi = t >> 5, lo = t & 31;
+    float* base = buf + hi * 1024;
+    int off[8];
 #pragma unroll
-    for (int m = 0; m < 4; ++m) off[m] = 8 * (m ^ c1);
+    for (int m = 0; m < 8; ++m) off[m] = swizzle(m, lo);
     float v[32];
 #pragma unroll
-    for (int m = 0; m < 32; ++m) v[m] = base[(m & ~3) * 8 + off[m & 3]];
+    for (int mid = 0; mid < 32; ++mid) v[mid] = base[mid * 32 + off[mid & 7]];
     butterflies(v);
 #pragma unroll
-    for (int m = 0; m < 32; ++m) base[(m & ~3) * 8 + off[m & 3]] = v[m];
+    for (int mid = 0; mid < 32; ++mid) base[mid * 32 + off[mid & 7]] = v[mid];
   }
   __syncthreads();
-  // Pass 3: columns c < 1024 (bits 0-9), the high bits; scale, inverse signs, store. Two
+  // Pass 3: (mid, lo) columns, the high bits; scale, inverse signs, store. Two
   // neighbouring columns per thread of 16-bit data up to H = 16 (4-byte stores).
   const bool inverse_signs = signs.used && g.inverse;
   constexpr int kCpt = sizeof(T) == 2 && H <= 16 ? 2 : 1;
 #pragma unroll
   for (int t = tid; t < 1024 / kCpt; t += kThreads) {
-    const int c = t * kCpt;
-    const float* col = buf + pow2_slot(c);  // the slot of c + 1024 h is slot(c) + 1024 h
+    const int mid = t / (32 / kCpt), lo = (t % (32 / kCpt)) * kCpt;
+    const float* col = buf + mid * 32 + swizzle(mid & 7, lo);  // row h * 32 + mid: same swizzle for every h
     float v[kCpt][H];
 #pragma unroll
     for (int h = 0; h < H; ++h) {
@@ -531,24 +516,25 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
       }
     }
 #pragma unroll
-    for (int k = 0; k < kCpt; ++k) {
-      butterflies(v[k]);
+    for (int c = 0; c < kCpt; ++c) {
+      butterflies(v[c]);
 #pragma unroll
-      for (int h = 0; h < H; ++h) v[k][h] *= g.scale;
+      for (int h = 0; h < H; ++h) v[c][h] *= g.scale;
       if (inverse_signs) {
-        uint32_t bits = 0;  // bit h: element h * 1024 + c + k
+        uint32_t bits = 0;  // bit h: element h * 1024 + mid * 32 + lo + c
 #pragma unroll
-        for (int h = 0; h < H; ++h) bits |= ((sign_words[h * 32 + ((c + k) >> 5)] >> ((c + k) & 31)) & 1u) << h;
-        apply_signs(v[k], bits);
+        for (int h = 0; h < H; ++h) bits |= ((sign_words[h * 32 + mid] >> (lo + c)) & 1u) << h;
+        apply_signs(v[c], bits);
       }
     }
 #pragma unroll
     for (int h = 0; h < H; ++h) {
+      const int i = h * 1024 + mid * 32 + lo;
       if constexpr (kCpt == 2) {
         const float pair[2] = {v[0][h], v[1][h]};
-        store_run<T, 2>(dst + h * 1024 + c, vec, pair);
+        store_run<T, 2>(dst + i, vec, pair);
       } else {
-        dst[h * 1024 + c] = detail::Element<T>::from_float(v[0][h]);
+        dst[i] = detail::Element<T>::from_float(v[0][h]);
       }
     }
   }
