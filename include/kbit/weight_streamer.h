@@ -13,7 +13,9 @@
 // one pinned staging buffer per slot: a stager thread and a pool of copy threads fill
 // the staging buffer (after its previous upload has finished) and upload each finished
 // 8 MB prefix while the rest is copied; prefetch() only queues the request, acquire()
-// waits on the host only until the copy is issued). GPUDirect Storage: not built.
+// waits on the host only until the copy is issued). GPUDirect Storage (where cuFile is
+// built in and its driver opens): the stager thread waits until the slot is released
+// and reads the layer's pieces from the file straight into the slot (cuFileRead).
 // Measured on the H200 (commit 652201f): the pinned source sustains the whole 55 GB/s
 // link; GPU tests (2/3/8 slots, both sources, both directions) pass, synccheck clean.
 #pragma once
@@ -22,6 +24,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,8 +41,21 @@ class WeightStreamer {
     std::vector<std::pair<const void*, size_t>> pieces;
   };
 
+  // The file the pieces were mapped from (read-only, whole file at `base`): the gds
+  // source reads piece p from `path` at offset p - base. Required for StreamSource::gds.
+  struct FileBacking {
+    std::string path;
+    const void* base = nullptr;
+    size_t bytes = 0;
+  };
+
   // plan: from plan_residency over these layers' device sizes (layer_device_bytes()).
-  WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan);
+  // A gds plan falls back to the mapped-file source, with a message on stderr, where
+  // GPUDirect Storage is not available (plan() then says so).
+  WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan, const FileBacking* file = nullptr);
+
+  // Whether the gds source works here (cuFile built in and its driver opens); *why otherwise.
+  static bool gds_available(std::string* why);
   ~WeightStreamer();
   WeightStreamer(const WeightStreamer&) = delete;
   WeightStreamer& operator=(const WeightStreamer&) = delete;
@@ -62,6 +78,7 @@ class WeightStreamer {
   void stage_loop();
   void stage(int layer);
   std::vector<HostLayer> layers_;
+  FileBacking file_;
   std::vector<std::vector<size_t>> offsets_;
   ResidencyPlan plan_;
   std::unique_ptr<Impl> impl_;

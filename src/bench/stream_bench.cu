@@ -81,6 +81,7 @@ class MappedCopy {
   MappedCopy(const MappedCopy&) = delete;
   MappedCopy& operator=(const MappedCopy&) = delete;
   const std::vector<std::pair<const void*, size_t>>& pieces() const { return mapped_; }
+  WeightStreamer::FileBacking backing() const { return {path_, base_, size_}; }
 
  private:
   std::string path_;
@@ -138,23 +139,35 @@ void run_stream_bench(const StreamBenchOptions& o) {
     int resident_pct;
     StreamSource source;
   };
+  std::string no_gds;
+  const bool gds = WeightStreamer::gds_available(&no_gds);
   const Run runs[] = {{100, StreamSource::pinned_host}, {0, StreamSource::pinned_host}, {50, StreamSource::pinned_host},
-                      {0, StreamSource::mapped_file}};
-  std::printf("%7s %12s %13s %13s %10s %9s %8s %13s %9s %8s\n", "tokens", "resident us", "pinned 0% us",
+                      {0, StreamSource::mapped_file}, {0, StreamSource::gds}};
+  const int n_runs = gds ? 5 : 4;
+  if (gds)
+    std::printf("GPUDirect Storage: cuFile available (file in the page cache; without the nvidia-fs driver cuFile "
+                "reads through its POSIX path)\n\n");
+  else
+    std::printf("GPUDirect Storage: not measured (%s)\n\n", no_gds.c_str());
+  const WeightStreamer::FileBacking backing = mapped.backing();
+  std::printf("%7s %12s %13s %13s %10s %9s %8s %13s %9s %8s", "tokens", "resident us", "pinned 0% us",
               "pinned 50% us", "overhead", "H2D GB/s", "vs link", "mmap 0% us", "H2D GB/s", "vs link");
+  if (gds) std::printf(" %13s %9s %8s", "gds 0% us", "GB/s", "vs link");
+  std::printf("\n");
   int64_t free_from = -1;
   for (int64_t t : o.tokens) {
     Buffer x = Buffer::allocate(Memory::device, size_t(t * max_k) * 2), y = Buffer::allocate(Memory::device, size_t(t * max_n) * 2);
     check_cuda(cudaMemset(x.data(), 0x3c, x.size()), "stream-bench: x");
     LinearWorkspace lw({t, max_n, max_k, true});
-    double pass_us[4] = {0, 0, 0, 0};
-    for (int fi = 0; fi < 4; ++fi) {
+    double pass_us[5] = {0, 0, 0, 0, 0};
+    for (int fi = 0; fi < n_runs; ++fi) {
       ResidencyPlan plan;
       plan.resident_layers = o.layers * runs[fi].resident_pct / 100;
       plan.slots = plan.resident_layers < o.layers ? o.slots : 0;
       plan.slot_bytes = max_layer;
       plan.source = runs[fi].source;
-      WeightStreamer ws(runs[fi].source == StreamSource::mapped_file ? mapped_layers : layers, plan);
+      const bool from_file = runs[fi].source == StreamSource::mapped_file || runs[fi].source == StreamSource::gds;
+      WeightStreamer ws(from_file ? mapped_layers : layers, plan, from_file ? &backing : nullptr);
       cudaEvent_t a, b;
       cudaEventCreate(&a), cudaEventCreate(&b);
       std::vector<double> times;
@@ -186,9 +199,14 @@ void run_stream_bench(const StreamBenchOptions& o) {
     const double streamed_bytes = double(max_layer) * o.layers;
     const double overhead = pass_us[1] / pass_us[0] - 1;
     const double h2d = streamed_bytes / (pass_us[1] * 1e3), h2d_mapped = streamed_bytes / (pass_us[3] * 1e3);
-    std::printf("%7lld %12.1f %13.1f %13.1f %9.1f%% %9.1f %7.0f%% %13.1f %9.1f %7.0f%%\n", (long long)t, pass_us[0],
+    std::printf("%7lld %12.1f %13.1f %13.1f %9.1f%% %9.1f %7.0f%% %13.1f %9.1f %7.0f%%", (long long)t, pass_us[0],
                 pass_us[1], pass_us[2], 100 * overhead, h2d, 100 * h2d / link, pass_us[3], h2d_mapped,
                 100 * h2d_mapped / link);
+    if (gds) {
+      const double h2d_gds = streamed_bytes / (pass_us[4] * 1e3);
+      std::printf(" %13.1f %9.1f %7.0f%%", pass_us[4], h2d_gds, 100 * h2d_gds / link);
+    }
+    std::printf("\n");
     if (free_from < 0 && overhead < 0.05) free_from = t;
   }
   if (free_from >= 0)

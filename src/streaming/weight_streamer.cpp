@@ -1,6 +1,7 @@
 #include "kbit/weight_streamer.h"
 
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "kbit/error.h"
+#include "streaming/gds_file.h"
 #include "streaming/parallel_copy.h"
 
 namespace kbit {
@@ -45,6 +47,7 @@ struct WeightStreamer::Impl {
   // staging buffer (with the copy pool) and uploads the finished parts as it goes, so
   // prefetch() returns at once and the host copy overlaps the caller's launches.
   std::unique_ptr<detail::ParallelCopy> pool;
+  std::unique_ptr<detail::GdsFile> gds;
   std::thread stager;
   std::mutex mutex;
   std::condition_variable changed;
@@ -63,8 +66,11 @@ std::vector<int64_t> WeightStreamer::layer_device_bytes(const std::vector<HostLa
   return out;
 }
 
-WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan)
+bool WeightStreamer::gds_available(std::string* why) { return detail::GdsFile::probe(why); }
+
+WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan, const FileBacking* file)
     : layers_(std::move(layers)), plan_(plan), impl_(std::make_unique<Impl>()) {
+  if (file) file_ = *file;
   const int n = int(layers_.size());
   KBIT_REQUIRE(n > 0, "WeightStreamer: no layers");
   KBIT_REQUIRE(plan_.resident_layers >= 0 && plan_.resident_layers <= n, "WeightStreamer: the plan keeps ",
@@ -86,9 +92,25 @@ WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPla
   const bool streams = plan_.resident_layers < n;
   if (streams) {
     KBIT_REQUIRE(plan_.slots >= 2, "WeightStreamer: the plan streams layers but has ", plan_.slots, " slots");
-    KBIT_REQUIRE(plan_.source == StreamSource::pinned_host || plan_.source == StreamSource::mapped_file,
-                 "WeightStreamer: source ", stream_source_name(plan_.source),
-                 " is not available in this build (GPUDirect Storage is not built in); use pinned or mmap");
+    KBIT_REQUIRE(plan_.source == StreamSource::pinned_host || plan_.source == StreamSource::mapped_file ||
+                     plan_.source == StreamSource::gds,
+                 "WeightStreamer: the plan has no source (", stream_source_name(plan_.source), ")");
+    if (plan_.source == StreamSource::gds) {
+      KBIT_REQUIRE(file != nullptr && file->base != nullptr, "WeightStreamer: the gds source needs the file the pieces ",
+                   "were mapped from (FileBacking)");
+      const auto* lo = static_cast<const char*>(file->base);
+      for (int l = plan_.resident_layers; l < n; ++l)
+        for (const auto& [p, sz] : layers_[size_t(l)].pieces)
+          KBIT_REQUIRE(static_cast<const char*>(p) >= lo && static_cast<const char*>(p) + sz <= lo + file->bytes,
+                       "WeightStreamer: a piece of layer ", l, " lies outside the mapping of ", file->path);
+      std::string why;
+      if (!gds_available(&why)) {
+        std::fprintf(stderr, "kbit: GPUDirect Storage is unavailable (%s); streaming from the memory-mapped file instead\n",
+                     why.c_str());
+        plan_.source = StreamSource::mapped_file;
+        plan_.reason += "; GPUDirect Storage unavailable (" + why + "), memory-mapped file instead";
+      }
+    }
   }
   auto& im = *impl_;
   check(cudaStreamCreateWithFlags(&im.copy, cudaStreamNonBlocking), "creating the copy stream");
@@ -127,10 +149,13 @@ WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPla
     }
   }
   check(cudaStreamSynchronize(im.copy), "loading the resident layers");
-  if (streams && plan_.source == StreamSource::mapped_file) {
-    im.pool = std::make_unique<detail::ParallelCopy>(detail::ParallelCopy::default_workers());
-    im.stager = std::thread([this] { stage_loop(); });
+  if (streams && plan_.source == StreamSource::gds) {
+    im.gds = std::make_unique<detail::GdsFile>(file_.path);
+    for (auto& s : im.slots) im.gds->register_buffer(s.device, size_t(plan_.slot_bytes));
   }
+  if (streams && plan_.source == StreamSource::mapped_file)
+    im.pool = std::make_unique<detail::ParallelCopy>(detail::ParallelCopy::default_workers());
+  if (streams && plan_.source != StreamSource::pinned_host) im.stager = std::thread([this] { stage_loop(); });
 }
 
 void WeightStreamer::stage_loop() {
@@ -156,10 +181,26 @@ void WeightStreamer::stage_loop() {
   }
 }
 
-// Stager thread: host copy into the staging buffer, uploads of each finished prefix.
+// Stager thread: host copy into the staging buffer, uploads of each finished prefix
+// (mapped file); or reads from the file into the slot (gds).
 void WeightStreamer::stage(int layer) {
   auto& im = *impl_;
   Slot& s = im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)];
+  if (im.gds) {
+    // cuFileRead is not stream-ordered: the slot's last reader must be done before it starts
+    check(cudaEventSynchronize(s.free), "waiting for a slot");
+    const auto& pieces = layers_[size_t(layer)].pieces;
+    for (size_t i = 0; i < pieces.size(); ++i)
+      if (pieces[i].second)
+        im.gds->read(s.device, pieces[i].second,
+                     static_cast<const char*>(pieces[i].first) - static_cast<const char*>(file_.base),
+                     int64_t(offsets_[size_t(layer)][i]));
+    check(cudaEventRecord(s.ready, im.copy), "recording a copy");  // the data is already there
+    std::lock_guard lock(im.mutex);
+    s.issued = layer;
+    im.changed.notify_all();
+    return;
+  }
   // the host may not overwrite the staging buffer before its previous upload is done
   if (s.staging_busy) check(cudaEventSynchronize(s.uploaded), "waiting for a staging buffer");
   // nor the copy overwrite the slot before the last reader of its previous layer is done
@@ -246,7 +287,7 @@ const void* WeightStreamer::acquire(int layer, cudaStream_t compute) {
   if (resident(layer)) return im.resident[size_t(layer)];
   prefetch(layer);
   Slot& s = im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)];
-  if (plan_.source == StreamSource::mapped_file) {
+  if (plan_.source != StreamSource::pinned_host) {
     // the stager must have issued the copy (and its event) before the compute stream can wait on it
     std::unique_lock lock(im.mutex);
     im.changed.wait(lock, [&] { return s.issued == layer || im.failure; });

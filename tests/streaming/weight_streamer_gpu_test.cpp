@@ -5,9 +5,15 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "kbit/error.h"
@@ -123,6 +129,81 @@ TEST(GpuWeightStreamer, ProtocolErrorsAreClear) {
   ResidencyPlan gds = plan;
   gds.source = StreamSource::gds;
   EXPECT_THROW(WeightStreamer(model.layers, gds), Error);
+}
+
+// The gds source (cuFile reads from the file into the slots) where this build and
+// machine have it; elsewhere the streamer falls back to the mapped file, which must
+// give the same bytes too. Forward, backward, forward through 3 slots, a slow reader.
+TEST(GpuWeightStreamer, FileSourcesEqualTheFileBitForBit) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const Model model = make_model(12, 13);
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/kbit-streamer-gds-test.bin";
+  size_t file_bytes = 0;
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(f.good());
+    for (const auto& l : model.bytes)
+      for (const auto& p : l) f.write(reinterpret_cast<const char*>(p.data()), std::streamsize(p.size())), file_bytes += p.size();
+  }
+  FILE* fp = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(fp, nullptr);
+  void* base = mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fileno(fp), 0);
+  std::fclose(fp);
+  ASSERT_NE(base, MAP_FAILED);
+  std::vector<WeightStreamer::HostLayer> layers;
+  size_t off = 0;
+  for (const auto& l : model.bytes) {
+    WeightStreamer::HostLayer h;
+    for (const auto& p : l) h.pieces.push_back({static_cast<const char*>(base) + off, p.size()}), off += p.size();
+    layers.push_back(h);
+  }
+  const auto sizes = WeightStreamer::layer_device_bytes(layers);
+  const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  const WeightStreamer::FileBacking backing{path, base, file_bytes};
+  std::string why;
+  const bool gds = WeightStreamer::gds_available(&why);
+  std::printf("GPUDirect Storage %s%s\n", gds ? "available" : "unavailable: ", gds ? "" : why.c_str());
+  for (StreamSource source : {StreamSource::gds, StreamSource::mapped_file}) {
+    ResidencyPlan plan;
+    plan.resident_layers = 2, plan.slots = 3, plan.slot_bytes = largest, plan.source = source;
+    WeightStreamer ws(layers, plan, &backing);
+    EXPECT_EQ(ws.plan().source, gds || source == StreamSource::mapped_file ? source : StreamSource::mapped_file);
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    std::vector<int> order;
+    for (int l = 0; l < 12; ++l) order.push_back(l);
+    for (int l = 11; l >= 0; --l) order.push_back(l);
+    for (int l = 0; l < 12; ++l) order.push_back(l);
+    std::vector<uint8_t*> out(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&out[i]), size_t(sizes[size_t(order[i])])), cudaSuccess);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int l = order[i];
+      const void* d = ws.acquire(l, s);
+      if (i + 1 < order.size() && order[i + 1] != l) ws.prefetch(order[i + 1]);
+      ASSERT_EQ(cudaLaunchHostFunc(s, sleep_a_little, nullptr), cudaSuccess);
+      for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p) {
+        const size_t o = ws.piece_offset(l, int(p));
+        ASSERT_EQ(cudaMemcpyAsync(out[i] + o, static_cast<const char*>(d) + o, model.bytes[size_t(l)][p].size(),
+                                  cudaMemcpyDeviceToHost, s),
+                  cudaSuccess);
+      }
+      ws.release(l, s);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int l = order[i];
+      for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p)
+        ASSERT_EQ(0, std::memcmp(out[i] + ws.piece_offset(l, int(p)), model.bytes[size_t(l)][p].data(),
+                                 model.bytes[size_t(l)][p].size()))
+            << stream_source_name(ws.plan().source) << " step " << i << " layer " << l << " piece " << p;
+      cudaFreeHost(out[i]);
+    }
+    cudaStreamDestroy(s);
+  }
+  munmap(base, file_bytes);
+  std::remove(path.c_str());
 }
 
 }  // namespace
