@@ -20,7 +20,19 @@ namespace kbit::detail {
 namespace {
 
 std::string describe(CUfileError_t e) {
-  std::string s = concat("cuFile error ", int(e.err));
+  const char* name = "";
+  switch (int(e.err)) {
+    case 5007: name = " CU_FILE_PLATFORM_NOT_SUPPORTED"; break;
+    case 5008: name = " CU_FILE_IO_NOT_SUPPORTED"; break;
+    case 5009: name = " CU_FILE_DEVICE_NOT_SUPPORTED"; break;
+    case 5010: name = " CU_FILE_NVFS_DRIVER_ERROR"; break;
+    case 5018: name = " CU_FILE_INVALID_FILE_TYPE"; break;
+    case 5019: name = " CU_FILE_INVALID_FILE_OPEN_FLAG"; break;
+    case 5020: name = " CU_FILE_DIO_NOT_SET"; break;
+    case 5027: name = " CU_FILE_HANDLE_NOT_REGISTERED (the file system or device is not usable by cuFile)"; break;
+    default: break;
+  }
+  std::string s = concat("cuFile error ", int(e.err), name);
   if (e.err == CU_FILE_CUDA_DRIVER_ERROR) s += concat(" (CUDA driver error ", int(e.cu_err), ")");
   return s;
 }

@@ -103,8 +103,16 @@ WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPla
         for (const auto& [p, sz] : layers_[size_t(l)].pieces)
           KBIT_REQUIRE(static_cast<const char*>(p) >= lo && static_cast<const char*>(p) + sz <= lo + file->bytes,
                        "WeightStreamer: a piece of layer ", l, " lies outside the mapping of ", file->path);
+      // Run-time detection: the driver, then this file (cuFile may refuse its file system).
       std::string why;
-      if (!gds_available(&why)) {
+      if (gds_available(&why)) {
+        try {
+          impl_->gds = std::make_unique<detail::GdsFile>(file->path);
+        } catch (const Error& e) {
+          why = e.what();
+        }
+      }
+      if (!impl_->gds) {
         std::fprintf(stderr, "kbit: GPUDirect Storage is unavailable (%s); streaming from the memory-mapped file instead\n",
                      why.c_str());
         plan_.source = StreamSource::mapped_file;
@@ -149,10 +157,8 @@ WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPla
     }
   }
   check(cudaStreamSynchronize(im.copy), "loading the resident layers");
-  if (streams && plan_.source == StreamSource::gds) {
-    im.gds = std::make_unique<detail::GdsFile>(file_.path);
+  if (im.gds)
     for (auto& s : im.slots) im.gds->register_buffer(s.device, size_t(plan_.slot_bytes));
-  }
   if (streams && plan_.source == StreamSource::mapped_file)
     im.pool = std::make_unique<detail::ParallelCopy>(detail::ParallelCopy::default_workers());
   if (streams && plan_.source != StreamSource::pinned_host) im.stager = std::thread([this] { stage_loop(); });

@@ -168,7 +168,11 @@ TEST(GpuWeightStreamer, FileSourcesEqualTheFileBitForBit) {
     ResidencyPlan plan;
     plan.resident_layers = 2, plan.slots = 3, plan.slot_bytes = largest, plan.source = source;
     WeightStreamer ws(layers, plan, &backing);
-    EXPECT_EQ(ws.plan().source, gds || source == StreamSource::mapped_file ? source : StreamSource::mapped_file);
+    if (source == StreamSource::mapped_file || !gds) EXPECT_EQ(ws.plan().source, StreamSource::mapped_file);
+    if (ws.plan().source != source)  // cuFile may still refuse this file system: a stated fallback
+      EXPECT_NE(ws.plan().reason.find("GPUDirect Storage unavailable"), std::string::npos) << ws.plan().reason;
+    std::printf("requested %s, streaming from %s\n", stream_source_name(source).data(),
+                stream_source_name(ws.plan().source).data());
     cudaStream_t s;
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     std::vector<int> order;
