@@ -4,7 +4,7 @@
 // resident on the GPU, how big the ring of slots for the rest must be, where the
 // streamed bytes come from, and how long one pass's transfers take at the link
 // speed. Pure host logic: every input is injectable, so it is tested without a GPU.
-// The streamer itself (copy stream, ring slots, events) is still to be written.
+// The streamer itself is kbit::WeightStreamer (kbit/weight_streamer.h).
 #pragma once
 
 #include <cstdint>

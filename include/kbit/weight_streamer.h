@@ -16,8 +16,10 @@
 // waits on the host only until the copy is issued). GPUDirect Storage (where cuFile is
 // built in and its driver opens): the stager thread waits until the slot is released
 // and reads the layer's pieces from the file straight into the slot (cuFileRead).
-// Measured on the H200 (commit 652201f): the pinned source sustains the whole 55 GB/s
-// link; GPU tests (2/3/8 slots, both sources, both directions) pass, synccheck clean.
+// Measured on the H200 (commit 7ea7eae, BENCHMARKS.md): the pinned source sustains the
+// whole 55 GB/s link, the mapped file (page cache) 80-88% of it; GPU tests (2/3/8
+// slots, every source, both directions) pass, racecheck and synccheck clean. There,
+// cuFile refuses the disk's files and the gds source falls back to the mapped file.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -20,10 +20,9 @@
 // All call griddepcontrol.launch_dependents first so that a following kernel launched
 // with programmatic dependent launch (kbit::linear) can start loading its weights
 // while x is rotated.
-// Measured (H200, 2026-11-29, bf16): block:128 of 1-16 rows of 7168 1.5-1.6 us; 16384 x
-// 16384 block:64 and block:256 at 79-80% of the copy kernel (commit 7ea7eae). Earlier
-// designs: row 7168 4.5 us, 16384-wide rows 34% (sub-chunk + shuffles) and 61% (three
-// passes, select-based signs, 512-thread CTAs). This version: not yet measured.
+// Measured (H200, 2026-11-29, commit 6fc8d02, bf16; BENCHMARKS.md): block:128 of 1-16
+// rows of 7168 1.5-1.6 us; row (28 x 256) 3.37 us (M = 1-8), 4.0 us (M = 16); 16384 x
+// 16384 block:64 87%, block:256 82%, row 78% of the copy kernel's bandwidth.
 #include <cooperative_groups.h>
 
 #include <algorithm>
