@@ -50,6 +50,46 @@ Model make_model(int n_layers, uint32_t seed) {
   return m;
 }
 
+// Runs the layers forward, backward and forward again through ws (prefetching one
+// ahead, a slow reader on the stream after every acquire), copies every acquired
+// layer back and compares it with the model's bytes.
+void stream_and_check(WeightStreamer& ws, const Model& model, const std::string& what) {
+  const int n = int(model.bytes.size());
+  const auto sizes = WeightStreamer::layer_device_bytes(model.layers);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<int> order;
+  for (int l = 0; l < n; ++l) order.push_back(l);
+  for (int l = n - 1; l >= 0; --l) order.push_back(l);
+  for (int l = 0; l < n; ++l) order.push_back(l);
+  std::vector<uint8_t*> out(order.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&out[i]), size_t(sizes[size_t(order[i])])), cudaSuccess);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int l = order[i];
+    const void* d = ws.acquire(l, s);
+    if (i + 1 < order.size() && order[i + 1] != l) ws.prefetch(order[i + 1]);  // one ahead
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_a_little, nullptr), cudaSuccess);      // a slow reader
+    for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p) {
+      const size_t off = ws.piece_offset(l, int(p));
+      ASSERT_EQ(cudaMemcpyAsync(out[i] + off, static_cast<const char*>(d) + off, model.bytes[size_t(l)][p].size(),
+                                cudaMemcpyDeviceToHost, s),
+                cudaSuccess);
+    }
+    ws.release(l, s);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int l = order[i];
+    for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p)
+      ASSERT_EQ(0, std::memcmp(out[i] + ws.piece_offset(l, int(p)), model.bytes[size_t(l)][p].data(),
+                               model.bytes[size_t(l)][p].size()))
+          << what << " step " << i << " layer " << l << " piece " << p;
+    cudaFreeHost(out[i]);
+  }
+  cudaStreamDestroy(s);
+}
+
 TEST(GpuWeightStreamer, StreamedLayersEqualTheSourceBitForBit) {
   KBIT_SKIP_WITHOUT_GPU();
   const Model model = make_model(24, 5);
@@ -69,38 +109,7 @@ TEST(GpuWeightStreamer, StreamedLayersEqualTheSourceBitForBit) {
       ASSERT_GT(plan.resident_layers, 0);
       ASSERT_LT(plan.resident_layers, 24);
       WeightStreamer ws(model.layers, plan);
-      cudaStream_t s;
-      ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-      std::vector<int> order;
-      for (int l = 0; l < 24; ++l) order.push_back(l);
-      for (int l = 23; l >= 0; --l) order.push_back(l);
-      for (int l = 0; l < 24; ++l) order.push_back(l);
-      std::vector<uint8_t*> out(order.size());
-      for (size_t i = 0; i < order.size(); ++i)
-        ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&out[i]), size_t(sizes[size_t(order[i])])), cudaSuccess);
-      for (size_t i = 0; i < order.size(); ++i) {
-        const int l = order[i];
-        const void* d = ws.acquire(l, s);
-        if (i + 1 < order.size() && order[i + 1] != l) ws.prefetch(order[i + 1]);  // one ahead
-        ASSERT_EQ(cudaLaunchHostFunc(s, sleep_a_little, nullptr), cudaSuccess);      // a slow reader
-        for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p) {
-          const size_t off = ws.piece_offset(l, int(p));
-          ASSERT_EQ(cudaMemcpyAsync(out[i] + off, static_cast<const char*>(d) + off, model.bytes[size_t(l)][p].size(),
-                                    cudaMemcpyDeviceToHost, s),
-                    cudaSuccess);
-        }
-        ws.release(l, s);
-      }
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      for (size_t i = 0; i < order.size(); ++i) {
-        const int l = order[i];
-        for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p)
-          ASSERT_EQ(0, std::memcmp(out[i] + ws.piece_offset(l, int(p)), model.bytes[size_t(l)][p].data(),
-                                   model.bytes[size_t(l)][p].size()))
-              << stream_source_name(source) << " slots=" << slots << " step " << i << " layer " << l << " piece " << p;
-        cudaFreeHost(out[i]);
-      }
-      cudaStreamDestroy(s);
+      stream_and_check(ws, model, detail::concat(stream_source_name(source), " slots=", slots));
     }
 }
 
@@ -173,38 +182,7 @@ TEST(GpuWeightStreamer, FileSourcesEqualTheFileBitForBit) {
       EXPECT_NE(ws.plan().reason.find("GPUDirect Storage unavailable"), std::string::npos) << ws.plan().reason;
     std::printf("requested %s, streaming from %s\n", stream_source_name(source).data(),
                 stream_source_name(ws.plan().source).data());
-    cudaStream_t s;
-    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    std::vector<int> order;
-    for (int l = 0; l < 12; ++l) order.push_back(l);
-    for (int l = 11; l >= 0; --l) order.push_back(l);
-    for (int l = 0; l < 12; ++l) order.push_back(l);
-    std::vector<uint8_t*> out(order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&out[i]), size_t(sizes[size_t(order[i])])), cudaSuccess);
-    for (size_t i = 0; i < order.size(); ++i) {
-      const int l = order[i];
-      const void* d = ws.acquire(l, s);
-      if (i + 1 < order.size() && order[i + 1] != l) ws.prefetch(order[i + 1]);
-      ASSERT_EQ(cudaLaunchHostFunc(s, sleep_a_little, nullptr), cudaSuccess);
-      for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p) {
-        const size_t o = ws.piece_offset(l, int(p));
-        ASSERT_EQ(cudaMemcpyAsync(out[i] + o, static_cast<const char*>(d) + o, model.bytes[size_t(l)][p].size(),
-                                  cudaMemcpyDeviceToHost, s),
-                  cudaSuccess);
-      }
-      ws.release(l, s);
-    }
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    for (size_t i = 0; i < order.size(); ++i) {
-      const int l = order[i];
-      for (size_t p = 0; p < model.bytes[size_t(l)].size(); ++p)
-        ASSERT_EQ(0, std::memcmp(out[i] + ws.piece_offset(l, int(p)), model.bytes[size_t(l)][p].data(),
-                                 model.bytes[size_t(l)][p].size()))
-            << stream_source_name(ws.plan().source) << " step " << i << " layer " << l << " piece " << p;
-      cudaFreeHost(out[i]);
-    }
-    cudaStreamDestroy(s);
+    stream_and_check(ws, model, std::string(stream_source_name(ws.plan().source)));
   }
   munmap(base, file_bytes);
   std::remove(path.c_str());
