@@ -49,6 +49,8 @@ class SafetensorsFile {
   // A 2-D float tensor as a view (1-D tensors are one row). Throws for other ranks.
   TensorView view(const TensorInfo& t) const;
   uint64_t file_size() const { return size_; }
+  // The read-only mapping of the whole file (file offset 0 at this address).
+  const std::byte* mapping() const { return map_; }
 
  private:
   SafetensorsFile() = default;

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "kbit/safetensors.h"
 #include "kbit/streaming.h"
 #include "kbit/tensor.h"
 
@@ -55,6 +56,18 @@ class WeightStreamer {
   // A gds plan falls back to the mapped-file source, with a message on stderr, where
   // GPUDirect Storage is not available (plan() then says so).
   WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan, const FileBacking* file = nullptr);
+
+  // The layers of a checkpoint (a kbit container or any safetensors file, mapped by
+  // `file`, which must outlive the streamer): layer i is the tensors layer_tensors[i]
+  // in that order, each tensor one piece pointing into the mapping; `backing` names
+  // the file for the gds source. A tensor the file lacks, or an empty layer, is an
+  // error naming it (a truncated or corrupt file is already refused by open()).
+  struct CheckpointLayers {
+    std::vector<HostLayer> layers;
+    FileBacking backing;
+  };
+  static CheckpointLayers layers_from_checkpoint(const io::SafetensorsFile& file,
+                                                 const std::vector<std::vector<std::string>>& layer_tensors);
 
   // Whether the gds source works here (cuFile built in and its driver opens); *why otherwise.
   static bool gds_available(std::string* why);

@@ -68,6 +68,26 @@ std::vector<int64_t> WeightStreamer::layer_device_bytes(const std::vector<HostLa
 
 bool WeightStreamer::gds_available(std::string* why) { return detail::GdsFile::probe(why); }
 
+WeightStreamer::CheckpointLayers WeightStreamer::layers_from_checkpoint(
+    const io::SafetensorsFile& file, const std::vector<std::vector<std::string>>& layer_tensors) {
+  KBIT_REQUIRE(!layer_tensors.empty(), "WeightStreamer: no layers given for ", file.path());
+  CheckpointLayers out;
+  out.backing = {file.path(), file.mapping(), size_t(file.file_size())};
+  for (size_t l = 0; l < layer_tensors.size(); ++l) {
+    KBIT_REQUIRE(!layer_tensors[l].empty(), "WeightStreamer: layer ", l, " names no tensors");
+    HostLayer h;
+    for (const auto& name : layer_tensors[l]) {
+      const io::TensorInfo* t = file.find(name);
+      KBIT_REQUIRE(t != nullptr, "WeightStreamer: layer ", l, " needs tensor '", name, "', which ", file.path(),
+                   " does not have");
+      const auto bytes = file.bytes(*t);
+      h.pieces.push_back({bytes.data(), bytes.size()});
+    }
+    out.layers.push_back(std::move(h));
+  }
+  return out;
+}
+
 WeightStreamer::WeightStreamer(std::vector<HostLayer> layers, const ResidencyPlan& plan, const FileBacking* file)
     : layers_(std::move(layers)), plan_(plan), impl_(std::make_unique<Impl>()) {
   if (file) file_ = *file;
