@@ -58,20 +58,30 @@ bool GdsFile::probe(std::string* why) {
 GdsFile::GdsFile(const std::string& path) : path_(path) {
   std::string why;
   KBIT_REQUIRE(probe(&why), "GPUDirect Storage: ", why);
-  fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  if (fd_ < 0) fd_ = ::open(path.c_str(), O_RDONLY);  // file systems without O_DIRECT: cuFile's POSIX path
-  KBIT_REQUIRE(fd_ >= 0, "GPUDirect Storage: cannot open ", path, ": ", std::strerror(errno));
-  CUfileDescr_t d;
-  std::memset(&d, 0, sizeof(d));
-  d.handle.fd = fd_;
-  d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-  CUfileHandle_t h;
-  const CUfileError_t st = cuFileHandleRegister(&h, &d);
-  if (st.err != CU_FILE_SUCCESS) {
-    ::close(fd_);
-    throw Error(concat("GPUDirect Storage: cuFileHandleRegister(", path, "): ", describe(st)));
+  // O_DIRECT first (what the GDS path needs); cuFile's compatibility mode may accept only
+  // a buffered descriptor on file systems without GDS support, so that is the second try.
+  std::string errors;
+  for (int flags : {O_RDONLY | O_DIRECT, O_RDONLY}) {
+    const int fd = ::open(path.c_str(), flags);
+    if (fd < 0) {
+      errors += concat(errors.empty() ? "" : "; ", (flags & O_DIRECT) ? "O_DIRECT open: " : "open: ", std::strerror(errno));
+      continue;
+    }
+    CUfileDescr_t d;
+    std::memset(&d, 0, sizeof(d));
+    d.handle.fd = fd;
+    d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+    CUfileHandle_t h;
+    const CUfileError_t st = cuFileHandleRegister(&h, &d);
+    if (st.err == CU_FILE_SUCCESS) {
+      fd_ = fd;
+      handle_ = h;
+      return;
+    }
+    ::close(fd);
+    errors += concat(errors.empty() ? "" : "; ", (flags & O_DIRECT) ? "with O_DIRECT: " : "buffered: ", describe(st));
   }
-  handle_ = h;
+  throw Error(concat("GPUDirect Storage: cuFileHandleRegister(", path, "): ", errors));
 }
 
 GdsFile::~GdsFile() {
