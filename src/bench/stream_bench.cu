@@ -1,11 +1,11 @@
 #include "bench/stream_bench.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <span>
 
 #include "bench/inputs.h"
 #include "bench/timing.h"
@@ -13,6 +13,7 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
+#include "kbit/safetensors.h"
 #include "kbit/shapes.h"
 #include "kbit/weight_streamer.h"
 
@@ -55,39 +56,45 @@ double measure_link_gbps(cudaStream_t s) {
   return median(gbps);
 }
 
-// The layer bytes written once to a file and mapped read-only (the file was just
-// written, so its pages are in the page cache): the memory-mapped source's input.
-class MappedCopy {
+// The synthetic checkpoint: one layer's tensors (words, scales, metadata of every
+// projection) written once as a safetensors file and mapped read-only (just written,
+// so its pages are in the page cache); every layer names the same tensors, as the
+// in-memory layers share their bytes. The memory-mapped and gds sources read it.
+class SyntheticCheckpoint {
  public:
-  MappedCopy(const std::vector<std::pair<const void*, size_t>>& pieces, const std::string& path) : path_(path) {
+  SyntheticCheckpoint(const std::vector<HostProjection>& projections, const std::string& path) : path_(path) {
     {
-      std::ofstream f(path, std::ios::binary | std::ios::trunc);
-      KBIT_REQUIRE(f.good(), "stream-bench: cannot write ", path);
-      for (const auto& [p, n] : pieces) f.write(static_cast<const char*>(p), std::streamsize(n)), size_ += n;
-      KBIT_REQUIRE(f.good(), "stream-bench: writing ", path, " failed");
+      io::SafetensorsWriter w(path);
+      for (const auto& p : projections) {
+        w.declare(p.name + ".words", DType::u32, {p.q.word_count()});
+        w.declare(p.name + ".scales", DType::u8, {p.q.scale_count()});
+        w.declare(p.name + ".meta", DType::u8, {int64_t(sizeof(DeviceMeta))});
+        layer_.insert(layer_.end(), {p.name + ".words", p.name + ".scales", p.name + ".meta"});
+      }
+      w.begin();
+      for (const auto& p : projections) {
+        w.write(std::as_bytes(std::span(p.q.words(), size_t(p.q.word_count()))));
+        w.write(std::as_bytes(std::span(p.q.scales(), size_t(p.q.scale_count()))));
+        w.write(std::as_bytes(std::span(&p.meta, 1)));
+      }
+      w.finish();
     }
-    FILE* fp = std::fopen(path.c_str(), "rb");
-    KBIT_REQUIRE(fp, "stream-bench: cannot open ", path);
-    base_ = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fileno(fp), 0);
-    std::fclose(fp);
-    KBIT_REQUIRE(base_ != MAP_FAILED, "stream-bench: mmap of ", path, " failed");
-    size_t off = 0;
-    for (const auto& piece : pieces) mapped_.push_back({static_cast<const char*>(base_) + off, piece.second}), off += piece.second;
+    file_ = std::make_unique<io::SafetensorsFile>(io::SafetensorsFile::open(path));
   }
-  ~MappedCopy() {
-    if (base_ != MAP_FAILED) munmap(base_, size_);
+  ~SyntheticCheckpoint() {
+    file_.reset();
     std::remove(path_.c_str());
   }
-  MappedCopy(const MappedCopy&) = delete;
-  MappedCopy& operator=(const MappedCopy&) = delete;
-  const std::vector<std::pair<const void*, size_t>>& pieces() const { return mapped_; }
-  WeightStreamer::FileBacking backing() const { return {path_, base_, size_}; }
+  SyntheticCheckpoint(const SyntheticCheckpoint&) = delete;
+  SyntheticCheckpoint& operator=(const SyntheticCheckpoint&) = delete;
+  WeightStreamer::CheckpointLayers layers(int n) const {
+    return WeightStreamer::layers_from_checkpoint(*file_, std::vector<std::vector<std::string>>(size_t(n), layer_));
+  }
 
  private:
   std::string path_;
-  size_t size_ = 0;
-  void* base_ = MAP_FAILED;
-  std::vector<std::pair<const void*, size_t>> mapped_;
+  std::vector<std::string> layer_;
+  std::unique_ptr<io::SafetensorsFile> file_;
 };
 
 }  // namespace
@@ -117,12 +124,11 @@ void run_stream_bench(const StreamBenchOptions& o) {
       l.pieces.push_back({p.q.scales(), size_t(p.q.scale_count())});
       l.pieces.push_back({&p.meta, sizeof(DeviceMeta)});
     }
-  // The same layers read from a memory-mapped file (one copy of a layer's bytes, shared by
-  // every layer as the in-memory layers share theirs).
+  // The same layers from the synthetic checkpoint file (memory-mapped and gds sources).
   const char* tmp = std::getenv("TMPDIR");
-  const MappedCopy mapped(layers[0].pieces, std::string(tmp ? tmp : "/tmp") + "/kbit-stream-bench.bin");
-  std::vector<WeightStreamer::HostLayer> mapped_layers(size_t(o.layers));
-  for (auto& l : mapped_layers) l.pieces = mapped.pieces();
+  const SyntheticCheckpoint checkpoint(projections, std::string(tmp ? tmp : "/tmp") + "/kbit-stream-bench.safetensors");
+  const WeightStreamer::CheckpointLayers from_file_layers = checkpoint.layers(o.layers);
+  const std::vector<WeightStreamer::HostLayer>& mapped_layers = from_file_layers.layers;
   const auto layer_bytes = WeightStreamer::layer_device_bytes(layers);
   const int64_t max_layer = *std::max_element(layer_bytes.begin(), layer_bytes.end());
   cudaStream_t s;
@@ -149,7 +155,7 @@ void run_stream_bench(const StreamBenchOptions& o) {
                 "reads through its POSIX path)\n\n");
   else
     std::printf("GPUDirect Storage: not measured (%s)\n\n", no_gds.c_str());
-  const WeightStreamer::FileBacking backing = mapped.backing();
+  const WeightStreamer::FileBacking& backing = from_file_layers.backing;
   std::string gds_fallback;
   std::printf("%7s %12s %13s %13s %10s %9s %8s %13s %9s %8s", "tokens", "resident us", "pinned 0% us",
               "pinned 50% us", "overhead", "H2D GB/s", "vs link", "mmap 0% us", "H2D GB/s", "vs link");
