@@ -54,6 +54,23 @@ struct WeightStreamer::Impl {
   std::deque<int> requests;
   bool stop = false;
   std::exception_ptr failure;
+
+  // Frees whatever was created, also when the constructor stopped half-way (the
+  // stager, started last, is joined by ~WeightStreamer before this runs).
+  ~Impl() {
+    if (copy) cudaStreamSynchronize(copy);
+    gds.reset();  // deregisters the slots from cuFile while they still exist
+    for (auto& s : slots) {
+      if (s.device) cudaFree(s.device);
+      if (s.staging) cudaFreeHost(s.staging);
+      if (s.ready) cudaEventDestroy(s.ready);
+      if (s.free) cudaEventDestroy(s.free);
+      if (s.uploaded) cudaEventDestroy(s.uploaded);
+    }
+    for (void* d : resident) cudaFree(d);
+    if (pinned) cudaFreeHost(pinned);
+    if (copy) cudaStreamDestroy(copy);
+  }
 };
 
 std::vector<int64_t> WeightStreamer::layer_device_bytes(const std::vector<HostLayer>& layers) {
@@ -261,17 +278,7 @@ WeightStreamer::~WeightStreamer() {
     im.changed.notify_all();
     im.stager.join();
   }
-  if (im.copy) cudaStreamSynchronize(im.copy);
-  for (auto& s : im.slots) {
-    if (s.device) cudaFree(s.device);
-    if (s.staging) cudaFreeHost(s.staging);
-    if (s.ready) cudaEventDestroy(s.ready);
-    if (s.free) cudaEventDestroy(s.free);
-    if (s.uploaded) cudaEventDestroy(s.uploaded);
-  }
-  for (void* d : im.resident) cudaFree(d);
-  if (im.pinned) cudaFreeHost(im.pinned);
-  if (im.copy) cudaStreamDestroy(im.copy);
+  // impl_'s destructor frees the GPU and pinned memory
 }
 
 size_t WeightStreamer::piece_offset(int layer, int piece) const {
