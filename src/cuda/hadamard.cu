@@ -135,6 +135,23 @@ __device__ __forceinline__ void butterflies(float (&v)[N]) {
       }
 }
 
+// One butterfly stage across lanes: lane l with lane l ^ d, element by element. Every
+// lane of the warp must call it.
+template <int N>
+__device__ __forceinline__ void lane_stage(float (&v)[N], int lane, int d) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
+    v[e] = (lane & d) ? other - v[e] : v[e] + other;
+  }
+}
+
+// The stages across `lanes` neighbouring lanes (a power of two <= 32, known at run time).
+template <int N>
+__device__ __forceinline__ void lane_butterflies(float (&v)[N], int lane, int lanes) {
+  for (int d = 1; d < lanes; d *= 2) lane_stage(v, lane, d);
+}
+
 // Negate v[j] where bit j of `bits` is set: one shift and one LOP3 per element (the
 // select-based form cost four instructions and was a quarter of the row kernel's).
 // Volatile so that the compiler does not precompute 32 masks per loop and spill them.
@@ -183,12 +200,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, 4) hadamard_warp_kernel(co
     butterflies(v);
     // The rest across the chunk's lanes (xor d < LPC stays inside the group).
 #pragma unroll
-    for (int d = 1; d < LPC; d *= 2)
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
-        v[e] = (lane & d) ? other - v[e] : v[e] + other;
-      }
+    for (int d = 1; d < LPC; d *= 2) lane_stage(v, lane, d);
 #pragma unroll
     for (int e = 0; e < E; ++e) v[e] *= g.scale;
     if (signs.used && g.inverse) apply_signs(v, lane_signs);
@@ -238,6 +250,18 @@ __device__ __forceinline__ void mix_column(const float (&col)[P], T* dst, int q,
   }(std::make_integer_sequence<int, (kA1 > kA0 ? kA1 - kA0 : 0)>{});
 }
 
+// Group grp's share of column b's outputs (4 threads share a column).
+template <typename T, int P, bool INV>
+__device__ __forceinline__ void mix_column_quarter(int grp, const float (&col)[P], T* dst, int q, int b, float scale,
+                                                   const uint32_t* inverse_signs) {
+  switch (grp) {
+    case 0: mix_column<T, P, INV, 4, 0>(col, dst, q, b, scale, inverse_signs); break;
+    case 1: mix_column<T, P, INV, 4, 1>(col, dst, q, b, scale, inverse_signs); break;
+    case 2: mix_column<T, P, INV, 4, 2>(col, dst, q, b, scale, inverse_signs); break;
+    default: mix_column<T, P, INV, 4, 3>(col, dst, q, b, scale, inverse_signs); break;
+  }
+}
+
 // E bits of the sign words from element i on (i a multiple of E, E <= 32).
 template <int E>
 __device__ __forceinline__ uint32_t sign_run(const uint32_t* words, int i) {
@@ -266,12 +290,7 @@ __device__ __forceinline__ void transform_sub(float (&v)[E], float* buf, int s, 
                                               int lpc, bool forward_signs, const uint32_t* sign_words) {
   if (forward_signs && s < n_subs) apply_signs(v, sign_run<E>(sign_words, s * q1 + pos));
   butterflies(v);
-  for (int d = 1; d < lpc; d *= 2)
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
-      v[e] = (lane & d) ? other - v[e] : v[e] + other;
-    }
+  lane_butterflies(v, lane, lpc);
   if (s < n_subs) {
     float* p = buf + s * q1 + pos;
     if constexpr (E % 4 == 0) {
@@ -350,12 +369,7 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
         for (int h = 0; h < H; ++h) col[h][a] = run[h];
       }
 #pragma unroll
-      for (int h = 0; h < H; ++h) switch (grp) {
-          case 0: mix_column<T, P, INV, kGroups, 0>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
-          case 1: mix_column<T, P, INV, kGroups, 1>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
-          case 2: mix_column<T, P, INV, kGroups, 2>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
-          default: mix_column<T, P, INV, kGroups, 3>(col[h], dst, q, h * q1 + b, g.scale, inv); break;
-        }
+      for (int h = 0; h < H; ++h) mix_column_quarter<T, P, INV>(grp, col[h], dst, q, h * q1 + b, g.scale, inv);
     }
   }
 }
@@ -401,12 +415,7 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
       for (int e = 0; e < 8; ++e) v[e] = 0.0f;
     }
     butterflies(v);
-    for (int d = 1; d < lpc; d *= 2)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float other = __shfl_xor_sync(0xffffffffu, v[e], d);
-        v[e] = (lane & d) ? other - v[e] : v[e] + other;
-      }
+    lane_butterflies(v, lane, lpc);
     if (valid) {
       float* p = buf + li * q + pos;
       *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
@@ -423,12 +432,7 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
     float col[P];
 #pragma unroll
     for (int a = 0; a < P; ++a) col[a] = cluster.map_shared_rank(buf, a % kClusterCtas)[(a / kClusterCtas) * q + b];
-    switch (grp) {
-      case 0: mix_column<T, P, INV, kGroups, 0>(col, dst, q, b, g.scale, inv); break;
-      case 1: mix_column<T, P, INV, kGroups, 1>(col, dst, q, b, g.scale, inv); break;
-      case 2: mix_column<T, P, INV, kGroups, 2>(col, dst, q, b, g.scale, inv); break;
-      default: mix_column<T, P, INV, kGroups, 3>(col, dst, q, b, g.scale, inv); break;
-    }
+    mix_column_quarter<T, P, INV>(grp, col, dst, q, b, g.scale, inv);
   }
   cluster.sync();  // every CTA's shared memory stays valid until the others have read it
 }
