@@ -214,6 +214,10 @@ void WeightStreamer::stage_loop() {
     }
     try {
       stage(layer);
+      // the copy and its ready event are issued: acquire() may make a stream wait on it
+      std::lock_guard lock(im.mutex);
+      im.slots[size_t((layer - plan_.resident_layers) % plan_.slots)].issued = layer;
+      im.changed.notify_all();
     } catch (...) {
       std::lock_guard lock(im.mutex);
       im.failure = std::current_exception();
@@ -239,9 +243,6 @@ void WeightStreamer::stage(int layer) {
                      static_cast<const char*>(pieces[i].first) - static_cast<const char*>(file_.base),
                      int64_t(offsets_[size_t(layer)][i]));
     check(cudaEventRecord(s.ready, im.copy), "recording a copy");  // the data is already there
-    std::lock_guard lock(im.mutex);
-    s.issued = layer;
-    im.changed.notify_all();
     return;
   }
   // the host may not overwrite the staging buffer before its previous upload is done
@@ -263,9 +264,6 @@ void WeightStreamer::stage(int layer) {
   check(cudaEventRecord(s.uploaded, im.copy), "recording an upload");
   s.staging_busy = true;
   check(cudaEventRecord(s.ready, im.copy), "recording a copy");
-  std::lock_guard lock(im.mutex);
-  s.issued = layer;
-  im.changed.notify_all();
 }
 
 WeightStreamer::~WeightStreamer() {
