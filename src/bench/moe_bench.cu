@@ -74,17 +74,26 @@ class GroupedBaseline {
   int groups_ = 0;
 };
 
-// E experts of N x K at `bits` (mma16), every expert the same random values (copied on
-// the device), which costs the kernels the same as distinct ones.
-QuantizedMatrix stacked_experts(int64_t e, int64_t n, int64_t k, int bits, uint32_t seed) {
+// E experts of N x K in bf16 on the device, every expert the same random values (copied
+// on the device), which costs the kernels the same as distinct ones.
+Buffer stacked_bf16(int64_t e, int64_t n, int64_t k, uint32_t seed) {
   Buffer one = upload(random_bf16(size_t(n * k), seed, 0.05f));
   Buffer wd = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
   for (int64_t i = 0; i < e; ++i)
     check_cuda(cudaMemcpy(static_cast<char*>(wd.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
                           cudaMemcpyDeviceToDevice),
                "moe bench: experts");
+  return wd;
+}
+
+// The [e * n, k] bf16 stack at `bits`, in the mma16 layout expert_linear reads.
+QuantizedMatrix quantize_stack(const Buffer& wd, int64_t e, int64_t n, int64_t k, int bits) {
   const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(bits), nullptr);
   return cuda::repack(flat, Layout::mma16, nullptr);
+}
+
+QuantizedMatrix stacked_experts(int64_t e, int64_t n, int64_t k, int bits, uint32_t seed) {
+  return quantize_stack(stacked_bf16(e, n, k, seed), e, n, k, bits);
 }
 
 const Projection* find_projection(const ModelShapes& shapes, const std::string& name) {
@@ -188,17 +197,10 @@ void run_moe_bench(const MoeBenchOptions& o) {
   for (const auto& p : shapes.projections) {
     if (p.experts <= 1) continue;
     const int64_t e = p.experts, n = p.N, k = p.K;
-    // bf16 experts (one set: E x N x K is far beyond 3x L2) and their k-bit stack; every
-    // expert gets the same random values (copied on the device), which costs the same.
-    Buffer one = upload(random_bf16(size_t(n * k), 77, 0.05f));
-    Buffer wd = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
-    for (int64_t i = 0; i < e; ++i)
-      check_cuda(cudaMemcpy(static_cast<char*>(wd.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
-                            cudaMemcpyDeviceToDevice),
-                 "moe bench: experts");
+    // bf16 experts (one set: E x N x K is far beyond 3x L2) for the baseline, and their k-bit stack
+    const Buffer wd = stacked_bf16(e, n, k, 77);
     for (int bits : o.bits) {
-      const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(bits), nullptr);
-      const QuantizedMatrix wq = cuda::repack(flat, Layout::mma16, nullptr);
+      const QuantizedMatrix wq = quantize_stack(wd, e, n, k, bits);
       const double packed_per_expert = double(wq.storage_bytes()) / double(e);
       for (int64_t t : o.tokens) {
         std::mt19937 rng(uint32_t(o.seed + uint64_t(t)));
