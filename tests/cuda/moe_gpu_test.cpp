@@ -183,19 +183,13 @@ TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
             Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
             ASSERT_EQ(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
             LinearWorkspace ws({pairs, n, k, false});
-            std::vector<uint16_t> first;
-            for (int run = 0; run < 2; ++run) {
-              ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
-              ASSERT_NO_THROW(expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, experts,
-                                            static_cast<const int32_t*>(od.data()),
-                                            MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, nullptr))
-                  << what;
-              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-              const auto got = test::download16(yd.data(), size_t(pairs * n));
-              EXPECT_LE(test::relative_error(DType::bf16, got, ref, pairs * n), 1e-2) << what;
-              if (run == 1) EXPECT_EQ(got, first) << what << ": differs run to run";
-              first = got;
-            }
+            test::expect_accurate_and_deterministic(
+                [&] {
+                  expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, experts,
+                                static_cast<const int32_t*>(od.data()),
+                                MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, nullptr);
+                },
+                yd, DType::bf16, ref, pairs * n, what);
           }
 }
 
@@ -278,18 +272,12 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
       ASSERT_EQ(cudaMemcpy(ld.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
       MoeOptions o;
       o.top_k = top_k;
-      std::vector<uint16_t> first;
-      for (int run = 0; run < 2; ++run) {
-        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
-        ASSERT_NO_THROW(moe_forward(TensorView{xd.data(), DType::bf16, tokens, hidden}, static_cast<const float*>(ld.data()),
-                                    w, MutableTensorView{yd.data(), DType::bf16, tokens, hidden}, ws, nullptr, o))
-            << what;
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-        const auto got = test::download16(yd.data(), size_t(tokens * hidden));
-        EXPECT_LE(test::relative_error(DType::bf16, got, ref, tokens * hidden), 1e-2) << what;
-        if (run == 1) EXPECT_EQ(got, first) << what << ": differs run to run";
-        first = got;
-      }
+      test::expect_accurate_and_deterministic(
+          [&] {
+            moe_forward(TensorView{xd.data(), DType::bf16, tokens, hidden}, static_cast<const float*>(ld.data()), w,
+                        MutableTensorView{yd.data(), DType::bf16, tokens, hidden}, ws, nullptr, o);
+          },
+          yd, DType::bf16, ref, tokens * hidden, what);
     }
 }
 

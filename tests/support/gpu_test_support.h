@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "support/test_support.h"
@@ -40,5 +41,22 @@ inline double relative_error(DType t, const std::vector<uint16_t>& got, const st
 
 // The dense-issue bounds on relative Frobenius error: fp16 3e-3, bf16 1e-2.
 inline double tolerance(DType t) { return t == DType::f16 ? 3e-3 : 1e-2; }
+
+// Runs `call` twice into the NaN-poisoned 16-bit output `out` (count values): each run
+// must finish, be within tolerance(t) of ref, and the second equal the first bit for bit.
+template <typename Call>
+void expect_accurate_and_deterministic(Call&& call, const Buffer& out, DType t, const std::vector<double>& ref,
+                                       int64_t count, const std::string& what) {
+  std::vector<uint16_t> first;
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_EQ(cudaMemset(out.data(), 0xff, size_t(count) * 2), cudaSuccess);
+    ASSERT_NO_THROW(call()) << what;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    const auto got = download16(out.data(), size_t(count));
+    EXPECT_LE(relative_error(t, got, ref, count), tolerance(t)) << what;
+    if (run == 1) EXPECT_EQ(got, first) << what << ": differs run to run";
+    first = got;
+  }
+}
 
 }  // namespace kbit::test
