@@ -54,6 +54,17 @@ constexpr int accumulators(int nt, int stripes) { return stripes * nt * 4; }
 
 // Shared memory: the partial sums of warps 1..WARPS-1 (warp 0 keeps its own), then
 // the CTA's sum read by the cluster's rank 0.
+// Sets every accumulator of a [R][NT][4] tile to 0.
+template <int R, int NT>
+__device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
+}
+
 template <int NT, int WARPS, int R>
 constexpr size_t smem_bytes() {
   return size_t(WARPS) * accumulators(NT, R) * 32 * sizeof(float);
@@ -98,12 +109,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
   };
 
   float acc[R][NT][4];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
+  zero(acc);
 
   const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
   const uint16_t* xrow[NT];
@@ -181,12 +187,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
     cluster.sync();
     const bool leader = cluster.block_rank() == 0;
     if (leader && warp == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
+      zero(acc);
       for (int rank = 0; rank < splits; ++rank) {
         const float* part = cluster.map_shared_rank(red, rank);
 #pragma unroll
