@@ -5,8 +5,10 @@
 // give bit-identical results run to run.
 //
 // Paths (LinearPath), chosen by M, shape, bit width and GPU (see plan_linear):
+//   gemv            CUDA-core GEMV for M = 1..4 (W in the mma16 layout): one
+//                   packed-fp16 lookup and one HFMA2 per pair of weights and token;
 //   fused_mma       dequantize + mma.sync in one kernel (W in the mma16 layout);
-//                   every M, best for decode and small batches;
+//                   every M, best for small batches;
 //   dequant_cublas  dequantize W into the workspace, then cuBLASLt (prefill).
 // When W carries a Hadamard rotation, x is rotated first (a separate kernel into
 // the workspace).
@@ -23,9 +25,9 @@
 
 namespace kbit {
 
-enum class LinearPath : uint8_t { automatic, fused_mma, dequant_cublas };
+enum class LinearPath : uint8_t { automatic, fused_mma, dequant_cublas, gemv };
 std::string_view linear_path_name(LinearPath p);
-LinearPath parse_linear_path(std::string_view name);  // "auto", "fused_mma", "dequant_cublas"
+LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_mma", "dequant_cublas"
 
 // How the fused kernel hands out its work items (16-row stripe, K split, token tile):
 // to whole CTAs whose warps share each item, or to single warps.

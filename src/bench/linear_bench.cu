@@ -210,6 +210,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_linear") return std::make_unique<KbitLinearBackend>(LinearPath::automatic);
   if (name == "kbit_skinny") return std::make_unique<SkinnyBackend>();
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
+  if (name == "kbit_gemv") return std::make_unique<KbitLinearBackend>(LinearPath::gemv);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
   if (name == "kbit_dequant_cublas") return std::make_unique<DequantCublasBackend>();
@@ -265,7 +266,7 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 }  // namespace
 
 std::vector<std::string> backend_names() {
-  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_fused_mma", "kbit_dequant_cublas", "kbit_skinny",
+  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_gemv", "kbit_fused_mma", "kbit_dequant_cublas", "kbit_skinny",
           "fixture_wrong"};
 }
 

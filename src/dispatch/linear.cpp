@@ -62,6 +62,20 @@ int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t) {
 }
 int linear_sm_count() { return current_sm_count(); }
 
+bool gemv_supports(int64_t m, int64_t k, int bits) {
+  return m >= 1 && m <= cuda::detail::kGemvMaxM && k <= (int64_t(1) << 30) && cuda::detail::gemv_smem_bytes(bits, m, k) > 0;
+}
+
+void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_t stream) {
+  switch (bits) {
+    case 2: cuda::detail::launch_gemv_k2(a, t, stream); break;
+    case 3: cuda::detail::launch_gemv_k3(a, t, stream); break;
+    case 4: cuda::detail::launch_gemv_k4(a, t, stream); break;
+    case 5: cuda::detail::launch_gemv_k5(a, t, stream); break;
+    default: require_supported_bits(bits);
+  }
+}
+
 void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,
                   cudaStream_t stream) {
   switch (bits) {
@@ -120,18 +134,20 @@ std::string_view linear_path_name(LinearPath p) {
     case LinearPath::automatic: return "auto";
     case LinearPath::fused_mma: return "fused_mma";
     case LinearPath::dequant_cublas: return "dequant_cublas";
+    case LinearPath::gemv: return "gemv";
   }
   return "?";
 }
 
 LinearPath parse_linear_path(std::string_view name) {
-  for (LinearPath p : {LinearPath::automatic, LinearPath::fused_mma, LinearPath::dequant_cublas})
+  for (LinearPath p : {LinearPath::automatic, LinearPath::gemv, LinearPath::fused_mma, LinearPath::dequant_cublas})
     if (linear_path_name(p) == name) return p;
-  throw Error(detail::concat("unknown linear path '", name, "' (expected auto, fused_mma or dequant_cublas)"));
+  throw Error(detail::concat("unknown linear path '", name, "' (expected auto, gemv, fused_mma or dequant_cublas)"));
 }
 
 std::string LinearPlan::describe() const {
   if (path == LinearPath::dequant_cublas) return "dequant_cublas (" + source + ")";
+  if (path == LinearPath::gemv) return "gemv (" + source + ")";
   return detail::concat("fused_mma n_tiles=", n_tiles, " warps=", warps, " splits=", splits,
                         " items=", items == LinearItems::warp ? "warp" : "cta", " (", source, ")");
 }
@@ -143,10 +159,24 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.source = "heuristic";
   const detail::LinearConfig* c = detail::find_linear_config(bits, n, k, m);
   if (c) p.source = "table";
+  // M <= 4: the CUDA-core GEMV wherever x fits in its shared memory (the tuned
+  // table predates it and only knows the fused kernel there), unless the caller
+  // overrides the fused kernel's shape.
+  const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
+  const bool gemv = detail::gemv_supports(m, k, bits);
   p.path = o.path != LinearPath::automatic ? o.path
+           : gemv && !fused_overrides     ? LinearPath::gemv
            : c                            ? c->path
            : m > detail::kDefaultFusedMaxM ? LinearPath::dequant_cublas
                                            : LinearPath::fused_mma;
+  if (p.path == LinearPath::gemv && o.path == LinearPath::automatic) p.source = "heuristic";
+  if (p.path == LinearPath::gemv) {
+    KBIT_REQUIRE(gemv, "linear: the gemv path takes M = 1..", cuda::detail::kGemvMaxM,
+                 " with M * K small enough for shared memory (", cuda::detail::kGemvMaxSmem, " bytes), got M = ", m,
+                 ", K = ", k);
+    if (o.path != LinearPath::automatic) p.source = "forced";
+    return p;
+  }
   if (p.path == LinearPath::dequant_cublas) return p;
   p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
@@ -176,6 +206,17 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
   impl_->counters = Buffer::allocate(Memory::device, size_t(impl_->counter_count) * 4);
   check_cuda_call(cudaMemset(impl_->counters.data(), 0, impl_->counters.size()), "LinearWorkspace: clearing counters");
   impl_->rotated = Buffer::allocate(Memory::device, size_t(l.max_m * l.max_k) * 2);
+  if (l.max_m >= 1) {
+    // Two pieces of 16 rows x M tokens per warp of one wave of GEMV CTAs (at most 2 per SM).
+    const int64_t m = std::min<int64_t>(l.max_m, cuda::detail::kGemvMaxM);
+    impl_->gemv_piece_floats = 2 * int64_t(current_sm_count()) * 2 * cuda::detail::kGemvWarps * 16 * m;
+    impl_->gemv_counter_count = ceil_div(l.max_n, 16);
+    impl_->gemv_pieces = Buffer::allocate(Memory::device, size_t(impl_->gemv_piece_floats) * 4);
+    impl_->gemv_counters = Buffer::allocate(Memory::device, size_t(impl_->gemv_counter_count) * 4);
+    check_cuda_call(cudaMemset(impl_->gemv_counters.data(), 0, impl_->gemv_counters.size()),
+                    "LinearWorkspace: clearing the GEMV counters");
+    cuda::detail::dynamic_smem_base();  // probed here, outside any graph capture
+  }
   if (l.dequant_path) {
     impl_->dequant = Buffer::allocate(Memory::device, size_t(l.max_n * l.max_k) * 2);
     impl_->lt_workspace = Buffer::allocate(Memory::device, detail::kLtWorkspaceBytes);
@@ -186,7 +227,7 @@ LinearWorkspace::~LinearWorkspace() = default;
 
 size_t LinearWorkspace::device_bytes() const {
   return impl_->partials.size() + impl_->counters.size() + impl_->rotated.size() + impl_->dequant.size() +
-         impl_->lt_workspace.size();
+         impl_->lt_workspace.size() + impl_->gemv_pieces.size() + impl_->gemv_counters.size();
 }
 
 void detail::check_activation(const TensorView& v, std::string_view what) {
@@ -281,8 +322,23 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
     return;
   }
 
-  KBIT_REQUIRE(w.layout() == Layout::mma16, "linear: the fused path needs W in the mma16 layout (got ",
-               layout_name(w.layout()), "); use cuda::repack(w, Layout::mma16)");
+  KBIT_REQUIRE(w.layout() == Layout::mma16, "linear: the ", linear_path_name(plan.path),
+               " path needs W in the mma16 layout (got ", layout_name(w.layout()), "); use cuda::repack(w, Layout::mma16)");
+  if (plan.path == LinearPath::gemv) {
+    const cuda::detail::FusedArgs f = detail::fused_args(w, x, y);
+    cuda::detail::GemvArgs a;
+    a.words = f.words, a.scales = f.scales, a.meta = f.meta;
+    a.x = f.x, a.ldx = f.ldx, a.y = f.y, a.ldy = f.ldy;
+    a.bias = o.bias;
+    a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
+    a.pieces = static_cast<float*>(impl.gemv_pieces.data()), a.piece_floats = impl.gemv_piece_floats;
+    a.counters = static_cast<unsigned*>(impl.gemv_counters.data()), a.counter_count = impl.gemv_counter_count;
+    a.M = f.M, a.N = f.N, a.K = f.K, a.supertiles = f.supertiles, a.stripes = f.stripes;
+    a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0;
+    a.pdl = f.pdl || o.pdl;
+    detail::launch_gemv(w.bits(), a, x.dtype, stream);
+    return;
+  }
   cuda::detail::FusedArgs a = detail::fused_args(w, x, y);
   a.bias = o.bias;
   a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;

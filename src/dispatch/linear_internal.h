@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "cuda/linear/fused_args.h"
+#include "cuda/linear/gemv_args.h"
 #include "dispatch/cublas_gemm.h"
 #include "kbit/linear.h"
 
@@ -16,6 +17,8 @@ namespace kbit {
 struct LinearWorkspace::Impl {
   Buffer partials, counters, rotated, dequant, lt_workspace;
   int64_t partial_floats = 0, counter_count = 0;
+  Buffer gemv_pieces, gemv_counters;  // the GEMV's split-stripe partial sums and per-stripe counters
+  int64_t gemv_piece_floats = 0, gemv_counter_count = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
 };
 
@@ -38,6 +41,11 @@ void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const 
                  const void* residual, const void* bias, cudaStream_t stream);
 // The fused kernel's arguments for W (mma16) and x, y: pointers, sizes, geometry.
 cuda::detail::FusedArgs fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y);
+
+// Whether the CUDA-core GEMV takes (M, K) at this bit width (M <= 4, x fits in shared memory).
+bool gemv_supports(int64_t m, int64_t k, int bits);
+// The GEMV's instantiation for a bit width (2..5).
+void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_t stream);
 
 // The fused kernel's instantiation for a bit width (2..5).
 void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,

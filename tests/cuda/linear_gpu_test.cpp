@@ -81,6 +81,11 @@ std::vector<PathCase> path_cases(int64_t m) {
   LinearOptions d;
   d.path = LinearPath::dequant_cublas;
   v.push_back({d, "dequant_cublas"});
+  if (m <= 4) {
+    LinearOptions g;
+    g.path = LinearPath::gemv;
+    v.push_back({g, "gemv"});
+  }
   const int base_tiles = default_n_tiles(m);
   for (int nt : {base_tiles, 8})
     for (int warps : {4, 8})
@@ -110,7 +115,7 @@ void check_shape(int64_t n, int64_t k, const std::vector<int64_t>& ms, const std
       Buffer yd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
       for (int64_t m : ms) {
         auto cases = path_cases(m);
-        if (!all_paths) cases.resize(2);
+        if (!all_paths) cases.resize(m <= 4 ? 3 : 2);
         for (const auto& pc : cases) {
           const std::string what = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits) + " " +
                                    std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " " + pc.name;
@@ -195,7 +200,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
   const int64_t n = 4096, k = 5120;
   LinearWorkspace ws({64, n, k, true});
   const Quantized q = quantize_random(n, k, 4, 77);
-  for (int64_t m : {1, 16, 64}) {
+  for (int64_t m : {1, 4, 16, 64}) {
     const HostMatrix x = random_matrix(m, k, DType::bf16, 78);
     Buffer xd = upload(x), y1 = Buffer::allocate(Memory::device, size_t(m * n) * 2),
            y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
@@ -203,6 +208,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
     o.path = LinearPath::fused_mma;
     o.splits = 5;  // several splits: the reduction order must not depend on arrival order
     o.items = m == 16 ? LinearItems::warp : LinearItems::cta;
+    if (m <= 4) o = LinearOptions{}, o.path = LinearPath::gemv;  // stripes split between warps
     const TensorView xv{xd.data(), DType::bf16, m, k};
     linear(xv, q.device_mma16, MutableTensorView{y1.data(), DType::bf16, m, n}, ws, nullptr, o);
     const auto first = download16(y1.data(), size_t(m * n));
@@ -227,6 +233,34 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
   }
+}
+
+// The GEMV keeps x in shared memory as fp16 scaled by a power of two per token: tiny,
+// huge (bf16 beyond fp16's range) and outlier-laden activations must all come out right.
+TEST(GpuLinear, GemvHandlesAnyActivationRange) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 700, k = 3000, m = 4;
+  LinearWorkspace ws({m, n, k, false});
+  for (int bits : {2, 4})
+    for (DType dt : {DType::f16, DType::bf16})
+      for (double scale : dt == DType::f16 ? std::vector<double>{1e-3, 1.0, 1000.0} : std::vector<double>{1e-30, 1.0, 1e30}) {
+        const Quantized q = quantize_random(n, k, bits, 60 + bits);
+        HostMatrix x = random_matrix(m, k, DType::f32, 61);
+        for (int64_t t = 0; t < m; ++t)
+          for (int64_t i = 0; i < k; ++i) x.set(t, i, i == 17 * (t + 1) ? float(scale) * 8 : x.at(t, i) * float(scale));
+        HostMatrix x16 = random_matrix(m, k, dt, 0);
+        for (int64_t t = 0; t < m; ++t)
+          for (int64_t i = 0; i < k; ++i) x16.set(t, i, x.at(t, i));  // rounded to dt
+        const std::vector<double> ref = cpu::matmul_fp64(x16.view(), q.host_flat);
+        Buffer xd = upload(x16), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+        LinearOptions g;
+        g.path = LinearPath::gemv;
+        linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, g);
+        const auto got = download16(yd.data(), size_t(m * n));
+        EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt))
+            << "k=" << bits << " " << dtype_name(dt) << " scale " << scale;
+      }
 }
 
 TEST(GpuLinear, RotatedWeightsRotateTheActivations) {

@@ -32,8 +32,21 @@ TEST(LinearPlan, SplitsAreNeverEmptyAndPartialsStayBounded) {
 }
 
 TEST(LinearPlan, PathsByM) {
-  EXPECT_EQ(plan_linear(1, 4096, 4096, 4).path, LinearPath::fused_mma);
-  EXPECT_EQ(plan_linear(1, 4096, 4096, 4).n_tiles, 1);
+  for (int bits = 2; bits <= 5; ++bits)
+    for (int64_t m = 1; m <= 4; ++m) EXPECT_EQ(plan_linear(m, 4096, 12288, bits).path, LinearPath::gemv) << m;
+  EXPECT_EQ(plan_linear(5, 4096, 4096, 4).path, LinearPath::fused_mma);
+  // x must fit in one CTA's shared memory: 4 x 40000 fp16 values do not
+  EXPECT_EQ(plan_linear(4, 64, 40000, 4).path, LinearPath::fused_mma);
+  LinearOptions g;
+  g.path = LinearPath::gemv;
+  EXPECT_EQ(plan_linear(1, 100, 96, 3, g).describe(), "gemv (forced)");
+  EXPECT_THROW(plan_linear(5, 64, 64, 4, g), Error);
+  EXPECT_THROW(plan_linear(4, 64, 40000, 4, g), Error);
+  EXPECT_EQ(parse_linear_path("gemv"), LinearPath::gemv);
+  LinearOptions f;
+  f.path = LinearPath::fused_mma;
+  EXPECT_EQ(plan_linear(1, 4096, 4096, 4, f).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(1, 4096, 4096, 4, f).n_tiles, 1);
   EXPECT_EQ(plan_linear(16, 4096, 4096, 4).n_tiles, 2);
   EXPECT_EQ(plan_linear(32, 4096, 4096, 4).n_tiles, 4);
   EXPECT_EQ(plan_linear(32, 4096, 4096, 4).path, LinearPath::fused_mma);
@@ -48,7 +61,7 @@ TEST(LinearPlan, PathsByM) {
   o.warps = 5;
   EXPECT_THROW(plan_linear(1, 64, 64, 4, o), Error);
   EXPECT_EQ(parse_linear_path("dequant_cublas"), LinearPath::dequant_cublas);
-  EXPECT_EQ(plan_linear(1, 4096, 4096, 4).items, LinearItems::cta);
+  EXPECT_EQ(plan_linear(1, 4096, 4096, 4, f).items, LinearItems::cta);
   LinearOptions w;
   w.items = LinearItems::warp;
   const LinearPlan pw = plan_linear(1, 2048, 5120, 4, w);

@@ -1,0 +1,419 @@
+// CUDA-core GEMV for decode: y[M, N] = x[M, K] W^T (+ bias) (+ residual) for M = 1..4,
+// W in the mma16 layout (layout.h, the same bytes the fused mma.sync kernel reads),
+// x and y fp16 or bf16, fp16 products summed per 8 weights, fp32 across supertiles.
+//
+// Why not the tensor cores: at M <= 4 an m16n8k16 MMA wastes most of its n = 8
+// columns, and its operand shuffling costs ~4.5 lane-instructions per weight; the
+// H200 allows ~4 per weight at k = 4 (~2 at k = 2) at full HBM bandwidth.
+// Here, per pair of weights: one lookup of both decoded values as a packed fp16 pair
+// (k = 4: one prmt builds the shared-memory address from the code byte, the table is
+// 64 KB aligned with entry e of lane l at e * 256 + 4 l, conflict-free; k = 2: two
+// prmt from the codebook in registers per 4 pairs; k = 3, 5: the fused kernel's pair
+// table), then one HFMA2 per token against x held in shared memory as fp16.
+// Each lane sums 8 weights of a (row, block) in fp16, scales the partial by the block
+// scale with one more HFMA2, and converts to fp32 once per 128-column supertile.
+// x is staged per CTA: every CTA reads all of x, finds each token's absmax and
+// stores x * 2^e (|x| < 512) as fp16, so partial sums stay below 32768 (|codebook|
+// is normalised to 1, E4M4 / 16 < 2) whatever the activations' range; the exact
+// power of two comes back in the fp32 epilogue.
+// Work split ("stream-K"): the (stripe, supertile) units of W are cut into equal
+// contiguous ranges, one per warp, so every warp streams the same number of bytes
+// with D units of loads in flight, across stripe boundaries. A stripe covered by
+// one warp is written directly; a stripe split between warps is summed by the last
+// warp to arrive (a counter), in warp order: bit-identical run to run.
+// Launch: one CTA of 16 warps per SM (k = 4 needs the 64 KB table and x); grid of
+// min(SMs x resident CTAs, units / (16 x 2)) CTAs.
+// Measured: not yet (see BENCHMARKS.md once it has run on the H200).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "../common.cuh"
+#include "fused_linear.cuh"
+#include "gemv_args.h"
+
+namespace kbit::cuda::detail {
+
+// Dynamic shared memory map of one CTA (offsets from the dynamic base): 1 KB of
+// scratch (per-warp absmax, per-token output scales, the fp16 codebook), the pair
+// table and x (M rows of supertiles * 128 fp16 values).
+struct GemvSmem {
+  static constexpr int64_t kScratch = 1024;
+  static constexpr int64_t kMaxOffset = 0, kOutScaleOffset = 256, kCodebookOffset = 512;
+  int64_t lut = 0, x = 0, total = 0;
+};
+
+// k = 2: none (the codebook lives in registers); k = 4: 256 entries x 256 bytes;
+// k = 3, 5: the fused kernel's replicated pair table.
+constexpr int64_t gemv_lut_bytes(int bits) {
+  if (bits == 2) return 0;
+  if (bits == 4) return 65536;
+  return int64_t(bits == 3 ? PairLut<3>::words : PairLut<5>::words) * 4;
+}
+
+// dyn_base: the shared-window address where dynamic shared memory starts (the k = 4
+// table must sit on a 64 KB boundary of the window).
+inline GemvSmem gemv_smem_map(int bits, int64_t m, int64_t k, int64_t dyn_base) {
+  GemvSmem s;
+  const int64_t x_bytes = m * ((k + 127) / 128) * 128 * 2;
+  if (bits == 4) {
+    s.lut = (dyn_base + 65535) / 65536 * 65536 - dyn_base;
+    if (s.lut < GemvSmem::kScratch) s.lut += 65536;
+    s.x = GemvSmem::kScratch + x_bytes <= s.lut ? GemvSmem::kScratch : s.lut + 65536;
+    s.total = std::max(s.lut + 65536, s.x + x_bytes);
+  } else {
+    s.lut = GemvSmem::kScratch;
+    s.x = s.lut + gemv_lut_bytes(bits);
+    s.total = s.x + x_bytes;
+  }
+  return s;
+}
+
+__device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) { return mul2<__half>(a, b); }
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
+template <typename T>
+__device__ __forceinline__ float bits16_to_float(uint32_t b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(__ushort_as_half(uint16_t(b)));
+  } else {
+    return __uint_as_float(b << 16);
+  }
+}
+
+// 8 activations of row t from column col as floats (zeros past K).
+template <typename T>
+__device__ __forceinline__ void load_x8_float(const GemvArgs& a, int t, int col, float (&v)[8]) {
+  const uint16_t* p = static_cast<const uint16_t*>(a.x) + int64_t(t) * a.ldx + col;
+  if (a.x_vec && col + 8 <= a.K) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = bits16_to_float<T>(w[i] & 0xffffu);
+      v[2 * i + 1] = bits16_to_float<T>(w[i] >> 16);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = col + i < a.K ? bits16_to_float<T>(p[i]) : 0.0f;
+  }
+}
+
+// Pair codes of k-step s of block j as packed fp16 pairs a[0..3] (rows g, g+8, g, g+8).
+template <int KB>
+__device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
+                                            uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
+  if constexpr (KB == 4) {
+    // address = lut + 256 * code + 4 * lane: the code byte goes straight into byte 1.
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(w[2 * j + s], lut_lane, 0x7604u | (uint32_t(r) << 4)));
+  } else {
+    decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+  }
+}
+
+template <int KB, typename T, int M>
+__global__ void __launch_bounds__(kGemvWarps * 32, 1)
+    gemv_kernel(const GemvArgs args, const int lut_off, const int x_off, const int active_warps) {
+  constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp
+  constexpr int kThreads = kGemvWarps * 32;
+  extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_words);
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
+  const uint32_t sbase = uint32_t(__cvta_generic_to_shared(smem));
+  float* xmax = reinterpret_cast<float*>(smem + GemvSmem::kMaxOffset);           // [warps][M]
+  float* out_scale = reinterpret_cast<float*>(smem + GemvSmem::kOutScaleOffset);  // [M]
+  uint16_t* cb16 = reinterpret_cast<uint16_t*>(smem + GemvSmem::kCodebookOffset);
+
+  const int64_t S = args.supertiles;
+  const int64_t U = int64_t(args.stripes) * S;
+  const int wg = int(blockIdx.x) * kGemvWarps + warp;
+  const bool active = wg < active_warps;
+  const int64_t u0 = active ? int64_t(wg) * U / active_warps : 0;
+  const int64_t u1 = active ? int64_t(wg + 1) * U / active_warps : 0;
+
+  // The first D units of weights: they do not depend on the previous kernel.
+  using StageT = Stage<KB>;
+  StageT stages[D];
+  const uint2* wbase = args.words + lane;
+  const uint2* scbase = args.scales + g;
+  auto load_stage = [&](StageT& sg, int64_t u) {
+    const uint2* p = wbase + u * (KB * 32);
+#pragma unroll
+    for (int q = 0; q < KB; ++q) sg.w[q] = load_stream(p + q * 32);
+    sg.scales = __ldg(scbase + u * 8);
+  };
+  if (active) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) load_stage(stages[d], min(u0 + d, u1 - 1));
+  }
+
+  // Codebook normalised to max |level| = 1, as fp16; then the pair table.
+  const float* codebook = args.meta->codebook;
+  float cb_max = 0.0f;
+#pragma unroll
+  for (int i = 0; i < (1 << KB); ++i) cb_max = fmaxf(cb_max, fabsf(codebook[i]));
+  if (!(cb_max > 0.0f) || !isfinite(cb_max)) cb_max = 1.0f;
+  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = __half_as_ushort(__float2half_rn(codebook[threadIdx.x] / cb_max));
+  __syncthreads();
+  uint32_t pool_lo = 0, pool_hi = 0, lut_lane = 0;
+  if constexpr (KB == 2) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      pool_lo |= (uint32_t(cb16[i]) & 0xffu) << (8 * i);
+      pool_hi |= (uint32_t(cb16[i]) >> 8) << (8 * i);
+    }
+  } else if constexpr (KB == 4) {
+    const uint32_t lut = sbase + uint32_t(lut_off);
+    if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+    for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
+      const int e = i >> 3;
+      const uint32_t v = uint32_t(cb16[e & 15]) | uint32_t(cb16[e >> 4]) << 16;
+      sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
+    }
+    lut_lane = lut + uint32_t(lane) * 4;
+  } else {
+    using Lut = PairLut<KB>;
+    const uint32_t lut = sbase + uint32_t(lut_off);
+    for (int i = int(threadIdx.x); i < Lut::words / 4; i += kThreads) {
+      const int entry = i * 4 / Lut::replicas;
+      const uint32_t v = uint32_t(cb16[entry & ((1 << KB) - 1)]) | uint32_t(cb16[entry >> KB]) << 16;
+      sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
+    }
+    lut_lane = lut + uint32_t(lane % Lut::replicas) * 4;
+  }
+
+  // x, y, the residual and the workspace may come from the previous kernel.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+
+  // Stage x: per-token absmax over all of K, then x * 2^e as fp16 (zero padded to S * 128).
+  const int64_t kpad = S * 128;
+  {
+    float mx[M];
+#pragma unroll
+    for (int t = 0; t < M; ++t) {
+      mx[t] = 0.0f;
+      for (int col = int(threadIdx.x) * 8; col < args.K; col += kThreads * 8) {
+        float v[8];
+        load_x8_float<T>(args, t, col, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) mx[t] = fmaxf(mx[t], fabsf(v[i]));
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mx[t] = fmaxf(mx[t], __shfl_xor_sync(0xffffffffu, mx[t], off));
+      if (lane == 0) xmax[warp * M + t] = mx[t];
+    }
+    __syncthreads();
+    float x_scale[M];
+#pragma unroll
+    for (int t = 0; t < M; ++t) {
+      float m = 0.0f;
+      for (int ww = 0; ww < kGemvWarps; ++ww) m = fmaxf(m, xmax[ww * M + t]);
+      int e = 0;
+      if (m > 0.0f && isfinite(m)) {
+        int ex;
+        frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(9 - ex) in [256, 512)
+        e = max(-100, min(100, 9 - ex));
+      }
+      x_scale[t] = __int_as_float((127 + e) << 23);
+      if (threadIdx.x == 0)
+        out_scale[t] = args.meta->tensor_scale * cb_max * kScalePairFactor<__half> * __int_as_float((127 - e) << 23);
+    }
+    const uint32_t xs = sbase + uint32_t(x_off);
+#pragma unroll
+    for (int t = 0; t < M; ++t)
+      for (int col = int(threadIdx.x) * 8; col < kpad; col += kThreads * 8) {
+        float v[8];
+        load_x8_float<T>(args, t, col, v);
+        uint32_t h[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const __half2 p = __floats2half2_rn(v[2 * i] * x_scale[t], v[2 * i + 1] * x_scale[t]);
+          h[i] = *reinterpret_cast<const uint32_t*>(&p);
+        }
+        sts128(xs + uint32_t((t * kpad + col) * 2), make_uint4(h[0], h[1], h[2], h[3]));
+      }
+  }
+  __syncthreads();
+  if (!active) return;
+
+  // Piece of a stripe: [pu0, pu1) units. Sums the 4 lanes of a row pair, then writes y
+  // (whole stripe) or a piece; the last piece of a split stripe sums all in warp order.
+  const uint32_t x_lane = sbase + uint32_t(x_off) + uint32_t(8 * c) * 2;
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* res = static_cast<const T*>(args.residual);
+  T* y = static_cast<T*>(args.y);
+  auto owner = [&](int64_t u) { return int(((u + 1) * active_warps - 1) / U); };
+  auto finish = [&](int64_t stripe, int64_t pu0, int64_t pu1, float (&acc)[M][2]) {
+#pragma unroll
+    for (int t = 0; t < M; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 1);
+        acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 2);
+      }
+    // lane c handles token c
+    float v0 = 0.0f, v1 = 0.0f;
+#pragma unroll
+    for (int t = 0; t < M; ++t)
+      if (t == c) v0 = acc[t][0], v1 = acc[t][1];
+    if (pu0 != stripe * S || pu1 != (stripe + 1) * S) {
+      const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
+      float* piece = args.pieces + slot * 16 * M;
+      if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
+      __threadfence();
+      __syncwarp();
+      unsigned arrived = 0;
+      if (lane == 0) arrived = atomicAdd(args.counters + stripe, 1u);
+      arrived = __shfl_sync(0xffffffffu, arrived, 0);
+      const int first = owner(stripe * S), last = owner(stripe * S + S - 1);
+      if (arrived != unsigned(last - first)) return;
+      __threadfence();
+      v0 = 0.0f, v1 = 0.0f;
+      if (c < M)
+        for (int w = first; w <= last; ++w) {
+          const int64_t wu0 = int64_t(w) * U / active_warps;
+          const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe * S ? 0 : 1)) * 16 * M;
+          v0 += __ldcg(p + g * M + c);
+          v1 += __ldcg(p + (g + 8) * M + c);
+        }
+      if (lane == 0) args.counters[stripe] = 0;  // ready for the next call on the stream
+    }
+    if (c < M) {
+      const float sc = out_scale[c];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = stripe * 16 + g + 8 * h;
+        if (row < args.N) {
+          float v = (h ? v1 : v0) * sc;
+          if (bias) v += Element<T>::to_float(bias[row]);
+          if (res) v += Element<T>::to_float(res[int64_t(c) * args.ldr + row]);
+          y[int64_t(c) * args.ldy + row] = Element<T>::from_float(v);
+        }
+      }
+    }
+  };
+
+  float acc[M][2];
+#pragma unroll
+  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
+  int64_t stripe = u0 / S, piece_u0 = u0;
+  int st = int(u0 % S);
+  for (int64_t base = u0; base < u1; base += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int64_t u = base + d;
+      if (u >= u1) break;
+      const StageT cur = stages[d];
+      load_stage(stages[d], min(u + D, u1 - 1));
+      uint32_t w[2 * KB];
+#pragma unroll
+      for (int q = 0; q < KB; ++q) w[2 * q] = cur.w[q].x, w[2 * q + 1] = cur.w[q].y;
+      uint32_t hacc[M][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t a0[4], a1[4];
+        gemv_decode<KB>(w, j, 0, lut_lane, pool_lo, pool_hi, a0);
+        gemv_decode<KB>(w, j, 1, lut_lane, pool_lo, pool_hi, a1);
+        const uint32_t s_lo = scale_pair<__half>(cur.scales.x, j), s_hi = scale_pair<__half>(cur.scales.y, j);
+#pragma unroll
+        for (int t = 0; t < M; ++t) {
+          const uint4 xv = lds128(x_lane + uint32_t((t * kpad + st * 128 + 32 * j) * 2));
+          uint32_t pg = hmul2_u32(a0[0], xv.x), ph = hmul2_u32(a0[1], xv.x);
+          pg = hfma2_u32(a0[2], xv.y, pg), ph = hfma2_u32(a0[3], xv.y, ph);
+          pg = hfma2_u32(a1[0], xv.z, pg), ph = hfma2_u32(a1[1], xv.z, ph);
+          pg = hfma2_u32(a1[2], xv.w, pg), ph = hfma2_u32(a1[3], xv.w, ph);
+          if (j == 0) {
+            hacc[t][0] = hmul2_u32(pg, s_lo), hacc[t][1] = hmul2_u32(ph, s_hi);
+          } else {
+            hacc[t][0] = hfma2_u32(pg, s_lo, hacc[t][0]), hacc[t][1] = hfma2_u32(ph, s_hi, hacc[t][1]);
+          }
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < M; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[t][h]));
+          acc[t][h] += f.x + f.y;
+        }
+      if (++st == S || u + 1 == u1) {
+        finish(stripe, piece_u0, u + 1, acc);
+#pragma unroll
+        for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
+        piece_u0 = u + 1;
+        if (st == S) st = 0, ++stripe;
+      }
+    }
+  }
+}
+
+template <int KB, typename T, int M>
+void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
+  const GemvSmem map = gemv_smem_map(KB, M, a.K, dynamic_smem_base());
+  KBIT_REQUIRE(map.total <= kGemvMaxSmem, "gemv: M = ", M, ", K = ", a.K, " needs ", map.total,
+               " bytes of shared memory, more than ", kGemvMaxSmem);
+  auto kernel = gemv_kernel<KB, T, M>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvMaxSmem));
+  check_cuda(configured, "gemv: setting the shared memory size");
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, size_t(map.total)),
+             "gemv: occupancy");
+  per_sm = std::max(per_sm, 1);
+  const int64_t units = int64_t(a.stripes) * a.supertiles;
+  int64_t ctas = std::min<int64_t>(int64_t(sm_count()) * per_sm,
+                                   (units + kGemvWarps * kGemvMinUnits - 1) / (kGemvWarps * kGemvMinUnits));
+  if (a.max_ctas > 0) ctas = std::min<int64_t>(ctas, a.max_ctas);
+  ctas = std::max<int64_t>(ctas, 1);
+  const int active = int(std::min<int64_t>(ctas * kGemvWarps, units));
+  KBIT_REQUIRE(2 * int64_t(active) * 16 * M <= a.piece_floats && a.stripes <= a.counter_count,
+               "gemv: the workspace holds ", a.piece_floats, " partial floats and ", a.counter_count,
+               " counters; this call needs ", 2 * int64_t(active) * 16 * M, " and ", a.stripes);
+  const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
+  const int lut_off = int(map.lut), x_off = int(map.x);
+  if (a.pdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = size_t(map.total), cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, lut_off, x_off, active), "gemv: PDL launch");
+  } else {
+    kernel<<<grid, block, size_t(map.total), stream>>>(a, lut_off, x_off, active);
+  }
+  check_launch("gemv kernel");
+}
+
+template <int KB>
+void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
+  KBIT_REQUIRE(a.M >= 1 && a.M <= kGemvMaxM, "gemv: M must be 1..", kGemvMaxM, ", got ", a.M);
+  auto typed = [&]<typename T>() {
+    switch (a.M) {
+      case 1: return launch_gemv_instance<KB, T, 1>(a, stream);
+      case 2: return launch_gemv_instance<KB, T, 2>(a, stream);
+      case 3: return launch_gemv_instance<KB, T, 3>(a, stream);
+      default: return launch_gemv_instance<KB, T, 4>(a, stream);
+    }
+  };
+  if (t == DType::f16) return typed.template operator()<__half>();
+  KBIT_REQUIRE(t == DType::bf16, "gemv: x must be F16 or BF16, got ", dtype_name(t));
+  typed.template operator()<__nv_bfloat16>();
+}
+
+}  // namespace kbit::cuda::detail

@@ -1,0 +1,6 @@
+// Instantiations of the CUDA-core GEMV for k = 2 (M = 1..4, fp16 and bf16).
+#include "gemv.cuh"
+
+namespace kbit::cuda::detail {
+void launch_gemv_k2(const GemvArgs& a, DType t, cudaStream_t stream) { launch_gemv<2>(a, t, stream); }
+}  // namespace kbit::cuda::detail
