@@ -2,6 +2,7 @@
 #include "kbit/linear.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -336,6 +337,12 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
     a.M = f.M, a.N = f.N, a.K = f.K, a.supertiles = f.supertiles, a.stripes = f.stripes;
     a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0;
     a.pdl = f.pdl || o.pdl;
+    // The codebook normalised to max |level| = 1 keeps fp16 partial sums bounded.
+    float cb_max = 0.0f;
+    for (float v : w.codebook().values()) cb_max = std::max(cb_max, std::fabs(v));
+    if (!(cb_max > 0.0f) || !std::isfinite(cb_max)) cb_max = 1.0f;
+    for (int i = 0; i < w.codebook().levels(); ++i) a.codebook16[i] = float_to_half_bits(w.codebook()[i] / cb_max);
+    a.out_factor = cb_max * 16.0f;  // E4M4 block scales enter the kernel as fp16 value / 16
     detail::launch_gemv(w.bits(), a, x.dtype, stream);
     return;
   }

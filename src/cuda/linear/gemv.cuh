@@ -35,13 +35,12 @@
 
 namespace kbit::cuda::detail {
 
-// Dynamic shared memory map of one CTA (offsets from the dynamic base): 1 KB of
-// scratch (per-warp absmax, per-token output scales, the fp16 codebook), the pair
-// table and x (M rows of supertiles * 128 fp16 values).
+// Dynamic shared memory map of one CTA (offsets from the dynamic base): the pair
+// table, x (M rows of supertiles * 128 fp16 values) and x's power-of-two scales
+// ([M][supertiles] floats, 2^-e).
 struct GemvSmem {
-  static constexpr int64_t kScratch = 1024;
-  static constexpr int64_t kMaxOffset = 0, kOutScaleOffset = 256, kCodebookOffset = 512;
-  int64_t lut = 0, x = 0, total = 0;
+  static constexpr int64_t kAlign = 1024;  // nothing before the first region
+  int64_t lut = 0, x = 0, x_scales = 0, total = 0;
 };
 
 // k = 2: none (the codebook lives in registers); k = 4: 256 entries x 256 bytes;
@@ -56,17 +55,19 @@ constexpr int64_t gemv_lut_bytes(int bits) {
 // table must sit on a 64 KB boundary of the window).
 inline GemvSmem gemv_smem_map(int bits, int64_t m, int64_t k, int64_t dyn_base) {
   GemvSmem s;
-  const int64_t x_bytes = m * ((k + 127) / 128) * 128 * 2;
-  if (bits == 4) {
+  const int64_t supertiles = (k + 127) / 128;
+  const int64_t x_bytes = m * supertiles * 128 * 2, scale_bytes = (m * supertiles * 4 + 15) / 16 * 16;
+  const int64_t xs_bytes = x_bytes + scale_bytes;
+  if (bits == 4) {  // the table on the first 64 KB boundary of the window; x before it if it fits
     s.lut = (dyn_base + 65535) / 65536 * 65536 - dyn_base;
-    if (s.lut < GemvSmem::kScratch) s.lut += 65536;
-    s.x = GemvSmem::kScratch + x_bytes <= s.lut ? GemvSmem::kScratch : s.lut + 65536;
-    s.total = std::max(s.lut + 65536, s.x + x_bytes);
+    s.x = xs_bytes <= s.lut ? 0 : s.lut + 65536;
+    s.total = std::max(s.lut + 65536, s.x + xs_bytes);
   } else {
-    s.lut = GemvSmem::kScratch;
-    s.x = s.lut + gemv_lut_bytes(bits);
-    s.total = s.x + x_bytes;
+    s.lut = 0;
+    s.x = gemv_lut_bytes(bits);
+    s.total = s.x + xs_bytes;
   }
+  s.x_scales = s.x + x_bytes;
   return s;
 }
 
@@ -128,16 +129,15 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
 
 template <int KB, typename T, int M>
 __global__ void __launch_bounds__(kGemvWarps * 32, 1)
-    gemv_kernel(const GemvArgs args, const int lut_off, const int x_off, const int active_warps) {
+    gemv_kernel(const GemvArgs args, const int lut_off, const int x_off, const int x_scales_off, const int active_warps) {
   constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_words);
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const uint32_t sbase = uint32_t(__cvta_generic_to_shared(smem));
-  float* xmax = reinterpret_cast<float*>(smem + GemvSmem::kMaxOffset);           // [warps][M]
-  float* out_scale = reinterpret_cast<float*>(smem + GemvSmem::kOutScaleOffset);  // [M]
-  uint16_t* cb16 = reinterpret_cast<uint16_t*>(smem + GemvSmem::kCodebookOffset);
+  float* x_scales = reinterpret_cast<float*>(smem + x_scales_off);  // [M][S]: 2^-e of each supertile
+  const float tensor_scale = args.meta->tensor_scale;  // issued early, used at the end
 
   const int64_t S = args.supertiles;
   const int64_t U = int64_t(args.stripes) * S;
@@ -162,14 +162,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int d = 0; d < D; ++d) load_stage(stages[d], min(u0 + d, u1 - 1));
   }
 
-  // Codebook normalised to max |level| = 1, as fp16; then the pair table.
-  const float* codebook = args.meta->codebook;
-  float cb_max = 0.0f;
-#pragma unroll
-  for (int i = 0; i < (1 << KB); ++i) cb_max = fmaxf(cb_max, fabsf(codebook[i]));
-  if (!(cb_max > 0.0f) || !isfinite(cb_max)) cb_max = 1.0f;
-  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = __half_as_ushort(__float2half_rn(codebook[threadIdx.x] / cb_max));
-  __syncthreads();
+  // The pair table from the normalised fp16 codebook in the arguments.
+  const uint16_t* cb16 = args.codebook16;
   uint32_t pool_lo = 0, pool_hi = 0, lut_lane = 0;
   if constexpr (KB == 2) {
 #pragma unroll
@@ -200,53 +194,38 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // x, y, the residual and the workspace may come from the previous kernel.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
-  // Stage x: per-token absmax over all of K, then x * 2^e as fp16 (zero padded to S * 128).
+  // Stage x: each run of 16 threads converts one supertile (128 values) of one token to
+  // fp16 times 2^e, e chosen from the run's absmax so that |x| * 2^e < 512.
   const int64_t kpad = S * 128;
   {
-    float mx[M];
-#pragma unroll
-    for (int t = 0; t < M; ++t) {
-      mx[t] = 0.0f;
-      for (int col = int(threadIdx.x) * 8; col < args.K; col += kThreads * 8) {
-        float v[8];
-        load_x8_float<T>(args, t, col, v);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) mx[t] = fmaxf(mx[t], fabsf(v[i]));
-      }
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mx[t] = fmaxf(mx[t], __shfl_xor_sync(0xffffffffu, mx[t], off));
-      if (lane == 0) xmax[warp * M + t] = mx[t];
-    }
-    __syncthreads();
-    float x_scale[M];
-#pragma unroll
-    for (int t = 0; t < M; ++t) {
+    const uint32_t xs = sbase + uint32_t(x_off);
+    for (int64_t chunk = threadIdx.x; chunk < M * kpad / 8; chunk += kThreads) {  // 16 | kThreads
+      const int t = int(chunk / (kpad / 8));
+      const int col = int(chunk % (kpad / 8)) * 8;
+      float v[8];
+      load_x8_float<T>(args, t, col, v);
       float m = 0.0f;
-      for (int ww = 0; ww < kGemvWarps; ++ww) m = fmaxf(m, xmax[ww * M + t]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
+      const unsigned half_warp = 0xffffu << (threadIdx.x & 16);  // a run of 16 threads
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(half_warp, m, off));
       int e = 0;
       if (m > 0.0f && isfinite(m)) {
         int ex;
         frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(9 - ex) in [256, 512)
         e = max(-100, min(100, 9 - ex));
       }
-      x_scale[t] = __int_as_float((127 + e) << 23);
-      if (threadIdx.x == 0)
-        out_scale[t] = args.meta->tensor_scale * cb_max * kScalePairFactor<__half> * __int_as_float((127 - e) << 23);
-    }
-    const uint32_t xs = sbase + uint32_t(x_off);
+      const float scale = __int_as_float((127 + e) << 23);
+      uint32_t h[4];
 #pragma unroll
-    for (int t = 0; t < M; ++t)
-      for (int col = int(threadIdx.x) * 8; col < kpad; col += kThreads * 8) {
-        float v[8];
-        load_x8_float<T>(args, t, col, v);
-        uint32_t h[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const __half2 p = __floats2half2_rn(v[2 * i] * x_scale[t], v[2 * i + 1] * x_scale[t]);
-          h[i] = *reinterpret_cast<const uint32_t*>(&p);
-        }
-        sts128(xs + uint32_t((t * kpad + col) * 2), make_uint4(h[0], h[1], h[2], h[3]));
+      for (int i = 0; i < 4; ++i) {
+        const __half2 p = __floats2half2_rn(v[2 * i] * scale, v[2 * i + 1] * scale);
+        h[i] = *reinterpret_cast<const uint32_t*>(&p);
       }
+      sts128(xs + uint32_t(chunk * 16), make_uint4(h[0], h[1], h[2], h[3]));
+      if ((threadIdx.x & 15) == 0) x_scales[chunk / 16] = __int_as_float((127 - e) << 23);
+    }
   }
   __syncthreads();
   if (!active) return;
@@ -294,7 +273,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       if (lane == 0) args.counters[stripe] = 0;  // ready for the next call on the stream
     }
     if (c < M) {
-      const float sc = out_scale[c];
+      const float sc = tensor_scale * args.out_factor;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = stripe * 16 + g + 8 * h;
@@ -345,12 +324,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         }
       }
 #pragma unroll
-      for (int t = 0; t < M; ++t)
+      for (int t = 0; t < M; ++t) {
+        const float x_scale = x_scales[t * S + st];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[t][h]));
-          acc[t][h] += f.x + f.y;
+          acc[t][h] = fmaf(f.x + f.y, x_scale, acc[t][h]);
         }
+      }
       if (++st == S || u + 1 == u1) {
         finish(stripe, piece_u0, u + 1, acc);
 #pragma unroll
@@ -380,12 +361,19 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
                                    (units + kGemvWarps * kGemvMinUnits - 1) / (kGemvWarps * kGemvMinUnits));
   if (a.max_ctas > 0) ctas = std::min<int64_t>(ctas, a.max_ctas);
   ctas = std::max<int64_t>(ctas, 1);
-  const int active = int(std::min<int64_t>(ctas * kGemvWarps, units));
+  int64_t warps = std::min<int64_t>(ctas * kGemvWarps, units);
+  // Splitting a stripe between warps costs a fence, an atomic and a second pass over
+  // the pieces (~1.5 us of latency): not worth it to gain less than 2x in parallelism.
+  if (a.stripes >= warps / 2) {
+    warps = std::min<int64_t>(a.stripes, int64_t(sm_count()) * per_sm * kGemvWarps);
+    ctas = (warps + kGemvWarps - 1) / kGemvWarps;
+  }
+  const int active = int(warps);
   KBIT_REQUIRE(2 * int64_t(active) * 16 * M <= a.piece_floats && a.stripes <= a.counter_count,
                "gemv: the workspace holds ", a.piece_floats, " partial floats and ", a.counter_count,
                " counters; this call needs ", 2 * int64_t(active) * 16 * M, " and ", a.stripes);
   const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
-  const int lut_off = int(map.lut), x_off = int(map.x);
+  const int lut_off = int(map.lut), x_off = int(map.x), x_scales_off = int(map.x_scales);
   if (a.pdl) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = size_t(map.total), cfg.stream = stream;
@@ -393,9 +381,9 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, lut_off, x_off, active), "gemv: PDL launch");
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, lut_off, x_off, x_scales_off, active), "gemv: PDL launch");
   } else {
-    kernel<<<grid, block, size_t(map.total), stream>>>(a, lut_off, x_off, active);
+    kernel<<<grid, block, size_t(map.total), stream>>>(a, lut_off, x_off, x_scales_off, active);
   }
   check_launch("gemv kernel");
 }

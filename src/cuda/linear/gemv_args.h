@@ -39,6 +39,10 @@ struct GemvArgs {
   bool x_vec = false;  // x rows 16-byte aligned and ldx % 8 == 0: 16-byte activation loads
   bool pdl = false;    // launch with programmatic stream serialization
   int max_ctas = 0;    // 0: one wave of resident CTAs on the current GPU
+  // The codebook as fp16 divided by its largest |level| (entries 2^k.. unused), and
+  // that level times the fp16 block-scale factor 16 (the tensor scale comes from meta).
+  uint16_t codebook16[32] = {};
+  float out_factor = 1.0f;
 };
 
 // Where dynamic shared memory starts in a CTA's shared window on the current GPU
