@@ -143,19 +143,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const int64_t U = int64_t(args.stripes) * S;
   const int wg = int(blockIdx.x) * kGemvWarps + warp;
   const bool active = wg < active_warps;
-  const int64_t u0 = active ? int64_t(wg) * U / active_warps : 0;
-  const int64_t u1 = active ? int64_t(wg + 1) * U / active_warps : 0;
+  // unit indices fit in 32 bits (the host checks): cheaper loop arithmetic
+  const int u0 = active ? int(int64_t(wg) * U / active_warps) : 0;
+  const int u1 = active ? int(int64_t(wg + 1) * U / active_warps) : 0;
 
   // The first D units of weights: they do not depend on the previous kernel.
   using StageT = Stage<KB>;
   StageT stages[D];
   const uint2* wbase = args.words + lane;
   const uint2* scbase = args.scales + g;
-  auto load_stage = [&](StageT& sg, int64_t u) {
-    const uint2* p = wbase + u * (KB * 32);
+  auto load_stage = [&](StageT& sg, int u) {
+    const uint2* p = wbase + int64_t(u) * (KB * 32);
 #pragma unroll
     for (int q = 0; q < KB; ++q) sg.w[q] = load_stream(p + q * 32);
-    sg.scales = __ldg(scbase + u * 8);
+    sg.scales = __ldg(scbase + int64_t(u) * 8);
   };
   if (active) {
 #pragma unroll
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const T* res = static_cast<const T*>(args.residual);
   T* y = static_cast<T*>(args.y);
   auto owner = [&](int64_t u) { return int(((u + 1) * active_warps - 1) / U); };
-  auto finish = [&](int64_t stripe, int64_t pu0, int64_t pu1, float (&acc)[M][2]) {
+  auto finish = [&](int stripe, int pu0, int pu1, float (&acc)[M][2]) {
 #pragma unroll
     for (int t = 0; t < M; ++t)
 #pragma unroll
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 #pragma unroll
     for (int t = 0; t < M; ++t)
       if (t == c) v0 = acc[t][0], v1 = acc[t][1];
-    if (pu0 != stripe * S || pu1 != (stripe + 1) * S) {
+    if (pu0 != stripe * int(S) || pu1 != (stripe + 1) * int(S)) {
       const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
       float* piece = args.pieces + slot * 16 * M;
       if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
@@ -264,11 +265,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       __threadfence();
       v0 = 0.0f, v1 = 0.0f;
       if (c < M)
-        for (int w = first; w <= last; ++w) {
-          const int64_t wu0 = int64_t(w) * U / active_warps;
-          const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe * S ? 0 : 1)) * 16 * M;
-          v0 += __ldcg(p + g * M + c);
-          v1 += __ldcg(p + (g + 8) * M + c);
+        for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
+          float p0[8], p1[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int w = w0 + i;
+            p0[i] = p1[i] = 0.0f;
+            if (w <= last) {
+              const int64_t wu0 = int64_t(w) * U / active_warps;
+              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe * S ? 0 : 1)) * 16 * M;
+              p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
         }
       if (lane == 0) args.counters[stripe] = 0;  // ready for the next call on the stream
     }
@@ -290,12 +300,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   float acc[M][2];
 #pragma unroll
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
-  int64_t stripe = u0 / S, piece_u0 = u0;
-  int st = int(u0 % S);
-  for (int64_t base = u0; base < u1; base += D) {
+  int stripe = u0 / int(S), piece_u0 = u0;
+  int st = u0 % int(S);
+  for (int base = u0; base < u1; base += D) {
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      const int64_t u = base + d;
+      const int u = base + d;
       if (u >= u1) break;
       const StageT cur = stages[d];
       load_stage(stages[d], min(u + D, u1 - 1));
@@ -357,6 +367,7 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
              "gemv: occupancy");
   per_sm = std::max(per_sm, 1);
   const int64_t units = int64_t(a.stripes) * a.supertiles;
+  KBIT_REQUIRE(units < (int64_t(1) << 30), "gemv: W has too many 16 x 128 units (", units, ")");
   int64_t ctas = std::min<int64_t>(int64_t(sm_count()) * per_sm,
                                    (units + kGemvWarps * kGemvMinUnits - 1) / (kGemvWarps * kGemvMinUnits));
   if (a.max_ctas > 0) ctas = std::min<int64_t>(ctas, a.max_ctas);
