@@ -67,6 +67,19 @@ bool gemv_supports(int64_t m, int64_t k, int bits) {
   return m >= 1 && m <= cuda::detail::kGemvMaxM && k <= (int64_t(1) << 30) && cuda::detail::gemv_smem_bytes(bits, m, k) > 0;
 }
 
+bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits) {
+  if (!gemv_supports(m, k, bits)) return false;
+  // Measured on the H200 (BENCHMARKS.md, commit 04b1431): the GEMV's fixed costs (a
+  // 64 KB table and x staged per CTA, split-stripe sums) pay off from about 16K units
+  // of 16 x 128 weights (glm47 q, o, shared_gu, shared_dn); below that (glm47 kv, the
+  // experts, kimi latent, qwen3) the fused kernel is faster. At k = 5 the fused kernel
+  // wins on the largest (shared_gu); at M = 3..4 staging 4 rows of a long K costs too much.
+  const int64_t units = ceil_div(n, 16) * ceil_div(k, 128);
+  if (units < 16384) return false;
+  if (bits == 5 && units >= 49152) return false;
+  return m <= 2 || k <= 8192;
+}
+
 void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_t stream) {
   switch (bits) {
     case 2: cuda::detail::launch_gemv_k2(a, t, stream); break;
@@ -160,13 +173,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.source = "heuristic";
   const detail::LinearConfig* c = detail::find_linear_config(bits, n, k, m);
   if (c) p.source = "table";
-  // M <= 4: the CUDA-core GEMV wherever x fits in its shared memory (the tuned
-  // table predates it and only knows the fused kernel there), unless the caller
-  // overrides the fused kernel's shape.
+  // M <= 4: the CUDA-core GEMV where it was measured faster (the tuned table predates
+  // it and only knows the fused kernel), unless the caller overrides the fused kernel's shape.
   const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
   const bool gemv = detail::gemv_supports(m, k, bits);
-  p.path = o.path != LinearPath::automatic ? o.path
-           : gemv && !fused_overrides     ? LinearPath::gemv
+  p.path = o.path != LinearPath::automatic                                ? o.path
+           : !fused_overrides && detail::gemv_preferred(m, n, k, bits)   ? LinearPath::gemv
            : c                            ? c->path
            : m > detail::kDefaultFusedMaxM ? LinearPath::dequant_cublas
                                            : LinearPath::fused_mma;

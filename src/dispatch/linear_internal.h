@@ -44,6 +44,8 @@ cuda::detail::FusedArgs fused_args(const QuantizedMatrix& w, const TensorView& x
 
 // Whether the CUDA-core GEMV takes (M, K) at this bit width (M <= 4, x fits in shared memory).
 bool gemv_supports(int64_t m, int64_t k, int bits);
+// Whether the automatic plan takes the GEMV for (M, N, K, k): supported and measured faster.
+bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits);
 // The GEMV's instantiation for a bit width (2..5).
 void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_t stream);
 

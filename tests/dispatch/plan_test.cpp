@@ -32,9 +32,11 @@ TEST(LinearPlan, SplitsAreNeverEmptyAndPartialsStayBounded) {
 }
 
 TEST(LinearPlan, PathsByM) {
+  // The GEMV for large projections at M <= 4 (glm47 q: 12288 x 5120), the fused kernel for small ones.
   for (int bits = 2; bits <= 5; ++bits)
-    for (int64_t m = 1; m <= 4; ++m) EXPECT_EQ(plan_linear(m, 4096, 12288, bits).path, LinearPath::gemv) << m;
-  EXPECT_EQ(plan_linear(5, 4096, 4096, 4).path, LinearPath::fused_mma);
+    for (int64_t m = 1; m <= 4; ++m) EXPECT_EQ(plan_linear(m, 12288, 5120, bits).path, LinearPath::gemv) << m;
+  EXPECT_EQ(plan_linear(1, 2048, 5120, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(5, 12288, 5120, 4).path, LinearPath::fused_mma);
   // x must fit in one CTA's shared memory: 4 x 40000 fp16 values do not
   EXPECT_EQ(plan_linear(4, 64, 40000, 4).path, LinearPath::fused_mma);
   LinearOptions g;
