@@ -69,14 +69,15 @@ bool gemv_supports(int64_t m, int64_t k, int bits) {
 
 bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits) {
   if (!gemv_supports(m, k, bits)) return false;
-  // Measured on the H200 (BENCHMARKS.md, commit 04b1431): the GEMV's fixed costs (a
-  // 64 KB table and x staged per CTA, split-stripe sums) pay off from about 16K units
-  // of 16 x 128 weights (glm47 q, o, shared_gu, shared_dn); below that (glm47 kv, the
-  // experts, kimi latent, qwen3) the fused kernel is faster. At k = 5 the fused kernel
-  // wins on the largest (shared_gu); at M = 3..4 staging 4 rows of a long K costs too much.
+  // Measured on the H200 (bench/results/h200-gemv-bench-45a23f8.txt): the GEMV's fixed
+  // costs (a 64 KB table and x staged per CTA, split-stripe sums) pay off from about 16K
+  // units of 16 x 128 weights (glm47 q, o, shared_gu, shared_dn); below that (glm47 kv,
+  // the experts, kimi latent, qwen3) the fused kernel is faster. On the largest
+  // (shared_gu, 61K units) the fused kernel wins from M = 2 and at k = 5; at M = 3..4
+  // staging 4 rows of a long K (12288) costs too much.
   const int64_t units = ceil_div(n, 16) * ceil_div(k, 128);
   if (units < 16384) return false;
-  if (bits == 5 && units >= 49152) return false;
+  if (units >= 49152 && (m > 1 || bits == 5)) return false;
   return m <= 2 || k <= 8192;
 }
 

@@ -149,7 +149,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 
   // The first D units of weights: they do not depend on the previous kernel.
   using StageT = Stage<KB>;
-  StageT stages[D];
+  // A ring of D + 1 stages: unit u + D loads into the stage consumed one step ago, so
+  // the current stage is never copied (a plain D-ring cost ~18 register moves per unit).
+  StageT stages[D + 1];
   const uint2* wbase = args.words + lane;
   const uint2* scbase = args.scales + g;
   auto load_stage = [&](StageT& sg, int u) {
@@ -302,13 +304,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
   int stripe = u0 / int(S), piece_u0 = u0;
   int st = u0 % int(S);
-  for (int base = u0; base < u1; base += D) {
+  for (int base = u0; base < u1; base += D + 1) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) {
+    for (int d = 0; d <= D; ++d) {
       const int u = base + d;
       if (u >= u1) break;
-      const StageT cur = stages[d];
-      load_stage(stages[d], min(u + D, u1 - 1));
+      load_stage(stages[(d + D) % (D + 1)], min(u + D, u1 - 1));
+      const StageT& cur = stages[d];
       uint32_t w[2 * KB];
 #pragma unroll
       for (int q = 0; q < KB; ++q) w[2 * q] = cur.w[q].x, w[2 * q + 1] = cur.w[q].y;
