@@ -101,11 +101,11 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
 }
 
 // A registers (a0..a3) of k-step s of block j from a lane's 2k words. lut_lane is the
-// shared-memory address of this lane's replica of entry 0; entries are replicas * 4 bytes apart.
-template <int KB>
+// shared-memory address of this lane's replica of entry 0; entries are Replicas * 4 bytes apart.
+template <int KB, int Replicas = PairLut<KB>::replicas>
 __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
                                              uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
-  constexpr uint32_t stride = PairLut<KB>::replicas * 4;
+  constexpr uint32_t stride = Replicas * 4;
   if constexpr (KB == 2) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -5,25 +5,29 @@
 // Why not the tensor cores: at M <= 4 an m16n8k16 MMA wastes most of its n = 8
 // columns, and its operand shuffling costs ~4.5 lane-instructions per weight; the
 // H200 allows ~4 per weight at k = 4 (~2 at k = 2) at full HBM bandwidth.
-// Here, per pair of weights: one lookup of both decoded values as a packed fp16 pair
-// (k = 4: one prmt builds the shared-memory address from the code byte, the table is
-// 64 KB aligned with entry e of lane l at e * 256 + 4 l, conflict-free; k = 2: two
-// prmt from the codebook in registers per 4 pairs; k = 3, 5: the fused kernel's pair
-// table), then one HFMA2 per token against x held in shared memory as fp16.
+// Decode by table lookup in shared memory, replicated per lane (conflict-free):
+// k = 4: one prmt turns a pair-code byte into the address of its packed fp16 pair
+// (table of 256 x 256 bytes on a 64 KB boundary); k = 2: two bytes of a word give a
+// quad code (two pairs) with one lop3, looked up with one 8-byte load (same table
+// shape); k = 3, 5: the fused kernel's pair-code arithmetic, 32 replicas. Then one
+// HFMA2 per pair and token against x held in shared memory as fp16.
 // Each lane sums 8 weights of a (row, block) in fp16, scales the partial by the block
 // scale with one more HFMA2, and converts to fp32 once per 128-column supertile.
-// x is staged per CTA: every CTA reads all of x, finds each token's absmax and
-// stores x * 2^e (|x| < 512) as fp16, so partial sums stay below 32768 (|codebook|
-// is normalised to 1, E4M4 / 16 < 2) whatever the activations' range; the exact
-// power of two comes back in the fp32 epilogue.
+// x is staged per CTA: each supertile of each token is stored as x * 2^e (|x| < 512)
+// in fp16, so partial sums stay below 32768 (|codebook| is normalised to 1, E4M4 / 16
+// < 2) whatever the activations' range; 2^-e comes back in the fp32 sum.
 // Work split ("stream-K"): the (stripe, supertile) units of W are cut into equal
 // contiguous ranges, one per warp, so every warp streams the same number of bytes
 // with D units of loads in flight, across stripe boundaries. A stripe covered by
 // one warp is written directly; a stripe split between warps is summed by the last
 // warp to arrive (a counter), in warp order: bit-identical run to run.
-// Launch: one CTA of 16 warps per SM (k = 4 needs the 64 KB table and x); grid of
-// min(SMs x resident CTAs, units / (16 x 2)) CTAs.
-// Measured: not yet (see BENCHMARKS.md once it has run on the H200).
+// Launch: one CTA of 16 warps per SM (the tables and x take 64-228 KB of shared
+// memory); grid of min(SMs, units / 32) CTAs, whole stripes per warp when splitting
+// would gain less than 2x.
+// Measured (H200, 2026-11-30, commit 408a747, BENCHMARKS.md), M = 1, k = 4: glm47 q
+// 15.4 us (2.17 TB/s, 49% of 4.40; fused kernel 25.4, cuBLAS bf16 32.8), shared_gu
+// 25.2 us (2.65 TB/s). Latency-bound (ncu at 04b1431: 22% occupancy at 105-128
+// registers, issue slots 45% busy, stalls on fixed-latency dependencies and loads).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,12 +47,14 @@ struct GemvSmem {
   int64_t lut = 0, x = 0, x_scales = 0, total = 0;
 };
 
-// k = 2: none (the codebook lives in registers); k = 4: 256 entries x 256 bytes;
-// k = 3, 5: the fused kernel's replicated pair table.
+// Lookup tables, all replicated per lane so that lookups never conflict on a bank:
+// k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes, k = 4: 256 pair codes x 32
+// lanes x 4 bytes at a 256-byte stride (both 64 KB on a 64 KB boundary, addressed by
+// one prmt); k = 3, 5: 2^(2k) pair codes x 32 lanes x 4 bytes (8 and 128 KB).
+constexpr bool gemv_prmt_table(int bits) { return bits == 2 || bits == 4; }
 constexpr int64_t gemv_lut_bytes(int bits) {
-  if (bits == 2) return 0;
-  if (bits == 4) return 65536;
-  return int64_t(bits == 3 ? PairLut<3>::words : PairLut<5>::words) * 4;
+  if (gemv_prmt_table(bits)) return 65536;
+  return (int64_t(1) << (2 * bits)) * 32 * 4;
 }
 
 // dyn_base: the shared-window address where dynamic shared memory starts (the k = 4
@@ -58,7 +64,7 @@ inline GemvSmem gemv_smem_map(int bits, int64_t m, int64_t k, int64_t dyn_base) 
   const int64_t supertiles = (k + 127) / 128;
   const int64_t x_bytes = m * supertiles * 128 * 2, scale_bytes = (m * supertiles * 4 + 15) / 16 * 16;
   const int64_t xs_bytes = x_bytes + scale_bytes;
-  if (bits == 4) {  // the table on the first 64 KB boundary of the window; x before it if it fits
+  if (gemv_prmt_table(bits)) {  // the table on the first 64 KB boundary of the window; x before it if it fits
     s.lut = (dyn_base + 65535) / 65536 * 65536 - dyn_base;
     s.x = xs_bytes <= s.lut ? 0 : s.lut + 65536;
     s.total = std::max(s.lut + 65536, s.x + xs_bytes);
@@ -117,20 +123,36 @@ __device__ __forceinline__ void load_x8_float(const GemvArgs& a, int t, int col,
 // Pair codes of k-step s of block j as packed fp16 pairs a[0..3] (rows g, g+8, g, g+8).
 template <int KB>
 __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
-                                            uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
+                                            uint32_t (&a)[4]) {
   if constexpr (KB == 4) {
     // address = lut + 256 * code + 4 * lane: the code byte goes straight into byte 1.
 #pragma unroll
     for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(w[2 * j + s], lut_lane, 0x7604u | (uint32_t(r) << 4)));
+  } else if constexpr (KB == 2) {
+    // Word j, half h = r & 1: its low byte holds element 0 and its high byte element 1 of
+    // the pairs p = 2s + r / 2 (2 bits each at 2p, layout.h). Nibble s of both bytes
+    // side by side is a quad code (pairs r = h and r = h + 2 of k-step s): one
+    // 8-byte lookup at lut + 256 * code + 8 * lane.
+    const uint32_t t = w[j] >> 4;
+    // byte 2h of `quads`: low nibble from byte 2h of w, high nibble from byte 2h + 1
+    const uint32_t quads = s ? (t & 0x0f0f0f0fu) | ((w[j] >> 8) & 0xf0f0f0f0u) : (w[j] & 0x0f0f0f0fu) | (t & 0xf0f0f0f0u);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint2 v;
+      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
+                   : "=r"(v.x), "=r"(v.y)
+                   : "r"(__byte_perm(quads, lut_lane, 0x7604u | (uint32_t(2 * h) << 4))));
+      a[h] = v.x, a[h + 2] = v.y;
+    }
   } else {
-    decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+    decode_pairs<KB, 32>(w, j, s, lut_lane, 0u, 0u, a);
   }
 }
 
 template <int KB, typename T, int M>
 __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     gemv_kernel(const GemvArgs args, const int lut_off, const int x_off, const int x_scales_off, const int active_warps) {
-  constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp
+  constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp (~3 KB)
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_words);
@@ -167,13 +189,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 
   // The pair table from the normalised fp16 codebook in the arguments.
   const uint16_t* cb16 = args.codebook16;
-  uint32_t pool_lo = 0, pool_hi = 0, lut_lane = 0;
+  uint32_t lut_lane = 0;
   if constexpr (KB == 2) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      pool_lo |= (uint32_t(cb16[i]) & 0xffu) << (8 * i);
-      pool_hi |= (uint32_t(cb16[i]) >> 8) << (8 * i);
+    const uint32_t lut = sbase + uint32_t(lut_off);
+    if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+    for (int i = int(threadIdx.x); i < 256 * 16; i += kThreads) {  // 16 x 16 bytes per entry (32 lanes)
+      // quad code b: pair 0 = (b & 3, b >> 4 & 3), pair 1 = (b >> 2 & 3, b >> 6 & 3)
+      const int b = i >> 4;
+      const uint32_t p0 = uint32_t(cb16[b & 3]) | uint32_t(cb16[(b >> 4) & 3]) << 16;
+      const uint32_t p1 = uint32_t(cb16[(b >> 2) & 3]) | uint32_t(cb16[(b >> 6) & 3]) << 16;
+      sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
     }
+    lut_lane = lut + uint32_t(lane) * 8;
   } else if constexpr (KB == 4) {
     const uint32_t lut = sbase + uint32_t(lut_off);
     if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
@@ -183,15 +210,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
     }
     lut_lane = lut + uint32_t(lane) * 4;
-  } else {
-    using Lut = PairLut<KB>;
+  } else {  // 2^(2k) pair codes x 32 lanes
     const uint32_t lut = sbase + uint32_t(lut_off);
-    for (int i = int(threadIdx.x); i < Lut::words / 4; i += kThreads) {
-      const int entry = i * 4 / Lut::replicas;
+    for (int i = int(threadIdx.x); i < (1 << (2 * KB)) * 8; i += kThreads) {
+      const int entry = i >> 3;
       const uint32_t v = uint32_t(cb16[entry & ((1 << KB) - 1)]) | uint32_t(cb16[entry >> KB]) << 16;
       sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
     }
-    lut_lane = lut + uint32_t(lane % Lut::replicas) * 4;
+    lut_lane = lut + uint32_t(lane) * 4;
   }
 
   // x, y, the residual and the workspace may come from the previous kernel.
@@ -318,8 +344,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         uint32_t a0[4], a1[4];
-        gemv_decode<KB>(w, j, 0, lut_lane, pool_lo, pool_hi, a0);
-        gemv_decode<KB>(w, j, 1, lut_lane, pool_lo, pool_hi, a1);
+        gemv_decode<KB>(w, j, 0, lut_lane, a0);
+        gemv_decode<KB>(w, j, 1, lut_lane, a1);
         const uint32_t s_lo = scale_pair<__half>(cur.scales.x, j), s_hi = scale_pair<__half>(cur.scales.y, j);
 #pragma unroll
         for (int t = 0; t < M; ++t) {
