@@ -69,16 +69,15 @@ bool gemv_supports(int64_t m, int64_t k, int bits) {
 
 bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits) {
   if (!gemv_supports(m, k, bits)) return false;
-  // Measured on the H200 (bench/results/h200-gemv-bench-45a23f8.txt): the GEMV's fixed
-  // costs (a 64 KB table and x staged per CTA, split-stripe sums) pay off from about 16K
-  // units of 16 x 128 weights (glm47 q, o, shared_gu, shared_dn); below that (glm47 kv,
-  // the experts, kimi latent, qwen3) the fused kernel is faster. On the largest
-  // (shared_gu, 61K units) the fused kernel wins from M = 2 and at k = 5; at M = 3..4
-  // staging 4 rows of a long K (12288) costs too much.
+  // Measured on the H200 (bench/results/h200-gemv-bench-{45a23f8,23f0a36}.txt): the
+  // GEMV's fixed costs (a 64-128 KB table and x staged per CTA, split-stripe sums) pay
+  // off from about 16K units of 16 x 128 weights (glm47 q, o, shared_gu, shared_dn);
+  // below that (glm47 kv, the experts, kimi latent, qwen3) the fused kernel is faster.
+  // At M = 3..4, staging 4 rows of a long K (12288) or the largest W (shared_gu, 61K
+  // units) made the GEMV slower than the fused kernel (45a23f8, 408a747).
   const int64_t units = ceil_div(n, 16) * ceil_div(k, 128);
   if (units < 16384) return false;
-  if (units >= 49152 && (m > 1 || bits == 5)) return false;
-  return m <= 2 || k <= 8192;
+  return m <= 2 || (k <= 8192 && units < 49152);
 }
 
 void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_t stream) {
@@ -341,8 +340,7 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   if (plan.path == LinearPath::gemv) {
     const cuda::detail::FusedArgs f = detail::fused_args(w, x, y);
     cuda::detail::GemvArgs a;
-    a.words = f.words, a.scales = f.scales, a.meta = f.meta;
-    a.x = f.x, a.ldx = f.ldx, a.y = f.y, a.ldy = f.ldy;
+    static_cast<cuda::detail::LinearOperands&>(a) = f;  // W, x, y
     a.bias = o.bias;
     a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
     a.pieces = static_cast<float*>(impl.gemv_pieces.data()), a.piece_floats = impl.gemv_piece_floats;

@@ -36,6 +36,9 @@ TEST(LinearPlan, PathsByM) {
   for (int bits = 2; bits <= 5; ++bits)
     for (int64_t m = 1; m <= 4; ++m) EXPECT_EQ(plan_linear(m, 12288, 5120, bits).path, LinearPath::gemv) << m;
   EXPECT_EQ(plan_linear(1, 2048, 5120, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(2, 24576, 5120, 5).path, LinearPath::gemv);       // glm47 shared_gu
+  EXPECT_EQ(plan_linear(4, 24576, 5120, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(4, 5120, 12288, 4).path, LinearPath::fused_mma);  // 4 rows of K = 12288
   EXPECT_EQ(plan_linear(5, 12288, 5120, 4).path, LinearPath::fused_mma);
   // x must fit in one CTA's shared memory: 4 x 40000 fp16 values do not
   EXPECT_EQ(plan_linear(4, 64, 40000, 4).path, LinearPath::fused_mma);
