@@ -42,6 +42,12 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
     o.path = LinearPath::dequant_cublas;
     add(o);
   }
+  LinearOptions g;
+  g.path = LinearPath::gemv;
+  try {
+    add(g);  // M <= 4 with x fitting in one CTA's shared memory
+  } catch (const Error&) {
+  }
   return out;
 }
 

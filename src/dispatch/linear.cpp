@@ -173,16 +173,16 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.source = "heuristic";
   const detail::LinearConfig* c = detail::find_linear_config(bits, n, k, m);
   if (c) p.source = "table";
-  // M <= 4: the CUDA-core GEMV where it was measured faster (the tuned table predates
-  // it and only knows the fused kernel), unless the caller overrides the fused kernel's shape.
+  // A tuned entry decides; otherwise M <= 4 takes the CUDA-core GEMV where it was
+  // measured faster, unless the caller overrides the fused kernel's shape.
   const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
   const bool gemv = detail::gemv_supports(m, k, bits);
-  p.path = o.path != LinearPath::automatic                                ? o.path
-           : !fused_overrides && detail::gemv_preferred(m, n, k, bits)   ? LinearPath::gemv
-           : c                            ? c->path
-           : m > detail::kDefaultFusedMaxM ? LinearPath::dequant_cublas
-                                           : LinearPath::fused_mma;
-  if (p.path == LinearPath::gemv && o.path == LinearPath::automatic) p.source = "heuristic";
+  p.path = o.path != LinearPath::automatic ? o.path
+           : c && (c->path != LinearPath::gemv || gemv) ? c->path
+           : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv
+           : m > detail::kDefaultFusedMaxM                             ? LinearPath::dequant_cublas
+                                                                        : LinearPath::fused_mma;
+  if (p.path == LinearPath::gemv && o.path == LinearPath::automatic && !c) p.source = "heuristic";
   if (p.path == LinearPath::gemv) {
     KBIT_REQUIRE(gemv, "linear: the gemv path takes M = 1..", cuda::detail::kGemvMaxM,
                  " with M * K small enough for shared memory (", cuda::detail::kGemvMaxSmem, " bytes), got M = ", m,
