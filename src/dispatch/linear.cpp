@@ -182,7 +182,6 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
            : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv
            : m > detail::kDefaultFusedMaxM                             ? LinearPath::dequant_cublas
                                                                         : LinearPath::fused_mma;
-  if (p.path == LinearPath::gemv && o.path == LinearPath::automatic && !c) p.source = "heuristic";
   if (p.path == LinearPath::gemv) {
     KBIT_REQUIRE(gemv, "linear: the gemv path takes M = 1..", cuda::detail::kGemvMaxM,
                  " with M * K small enough for shared memory (", cuda::detail::kGemvMaxSmem, " bytes), got M = ", m,
@@ -340,7 +339,8 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   if (plan.path == LinearPath::gemv) {
     const cuda::detail::FusedArgs f = detail::fused_args(w, x, y);
     cuda::detail::GemvArgs a;
-    static_cast<cuda::detail::LinearOperands&>(a) = f;  // W, x, y
+    a.words = f.words, a.scales = f.scales, a.meta = f.meta;
+    a.x = f.x, a.ldx = f.ldx, a.y = f.y, a.ldy = f.ldy;
     a.bias = o.bias;
     a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
     a.pieces = static_cast<float*>(impl.gemv_pieces.data()), a.piece_floats = impl.gemv_piece_floats;

@@ -33,8 +33,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <unordered_map>
-
 #include "../common.cuh"
 #include "fused_linear.cuh"
 #include "gemv_args.h"
@@ -392,15 +390,10 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvMaxSmem));
   check_cuda(configured, "gemv: setting the shared memory size");
-  // Resident CTAs per SM for this shared-memory size, asked once per size and thread
-  // (the query costs microseconds of host time on every eager call otherwise).
-  static thread_local std::unordered_map<int64_t, int> occupancy;
-  int& per_sm = occupancy[map.total];
-  if (per_sm == 0) {
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, size_t(map.total)),
-               "gemv: occupancy");
-    per_sm = std::max(per_sm, 1);
-  }
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, size_t(map.total)),
+             "gemv: occupancy");
+  per_sm = std::max(per_sm, 1);
   const int64_t units = int64_t(a.stripes) * a.supertiles;
   KBIT_REQUIRE(units < (int64_t(1) << 30), "gemv: W has too many 16 x 128 units (", units, ")");
   int64_t ctas = std::min<int64_t>(int64_t(sm_count()) * per_sm,

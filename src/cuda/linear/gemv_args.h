@@ -9,7 +9,6 @@
 
 #include "kbit/dtype.h"
 #include "kbit/quantized_matrix.h"
-#include "linear_operands.h"
 
 namespace kbit::cuda::detail {
 
@@ -19,7 +18,17 @@ inline constexpr int kGemvMinUnits = 2;   // (stripe, supertile) units per warp 
 // Shared memory of one CTA that the GEMV may use (the H200's 227 KB per block).
 inline constexpr int64_t kGemvMaxSmem = 227 * 1024;
 
-struct GemvArgs : LinearOperands {
+struct GemvArgs {
+  const uint2* words = nullptr;   // mma16 words, [stripe][supertile][plane][lane] 8-byte units
+  const uint2* scales = nullptr;  // mma16 scales, [stripe][supertile][g] 8-byte units
+  const DeviceMeta* meta = nullptr;
+  const void* x = nullptr;  // [M, K] rows of ldx elements (f16 or bf16)
+  int64_t ldx = 0;
+  void* y = nullptr;  // [M, N] rows of ldy elements, x's dtype
+  int64_t ldy = 0;
+  const void* bias = nullptr;      // [N] or null
+  const void* residual = nullptr;  // [M, N] rows of ldr elements, or null (may alias y)
+  int64_t ldr = 0;
   float* pieces = nullptr;         // [2 * warps of the grid][16][M] partial sums of split stripes
   int64_t piece_floats = 0;        // capacity of pieces
   unsigned* counters = nullptr;    // [stripes], zero between calls
