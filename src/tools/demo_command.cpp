@@ -138,8 +138,7 @@ void run_demo(const std::string& model_key, const std::string& out_dir, const st
   }
   std::printf("\nfiles in %s; inspect one with: kbit inspect %s --against %s\n", dir.c_str(),
               (dir / detail::concat("kbit-k", bits_list.front(), ".safetensors")).c_str(), original.c_str());
-  std::printf("decode speed against cuBLAS bf16: kbit bench --model %s (needs a GPU); H200 tables in BENCHMARKS.md\n",
-              "all");
+  std::printf("decode speed against cuBLAS bf16: kbit bench --model all (needs a GPU); H200 tables in BENCHMARKS.md\n");
 }
 
 }  // namespace
