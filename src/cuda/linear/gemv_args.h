@@ -34,6 +34,19 @@ struct GemvArgs : LinearOperands {
   // that level times the fp16 block-scale factor 16 (the tensor scale comes from meta).
   uint16_t codebook16[32] = {};
   float out_factor = 1.0f;
+  // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows (stripes per
+  // expert), x and y are [M, *] rows in expert order, expert e owning rows
+  // [expert_offsets[e], expert_offsets[e + 1]) (device memory); each non-empty expert's
+  // rows are taken tile_rows (1, 2 or 4) at a time. No bias or residual.
+  const int32_t* expert_offsets = nullptr;
+  int experts = 0;
+  int tile_rows = 1;
+};
+
+// What a grouped launch needs, for the most tiles the rows can make.
+struct GemvGroupedPlan {
+  int64_t ctas = 0, x_rows = 0, smem = 0, segments = 0, piece_floats = 0;
+  bool fits = false;  // shared memory, counters and partials all within their limits
 };
 
 // Where dynamic shared memory starts in a CTA's shared window on the current GPU
@@ -42,6 +55,12 @@ int dynamic_smem_base();
 
 // Shared memory the GEMV needs for (bits, M, K); 0 when it does not fit in one CTA.
 int64_t gemv_smem_bytes(int bits, int64_t m, int64_t k);
+
+// Grouped mode (a.expert_offsets set): whether it fits, and its sizes.
+GemvGroupedPlan plan_grouped_gemv_k2(const GemvArgs& a);
+GemvGroupedPlan plan_grouped_gemv_k3(const GemvArgs& a);
+GemvGroupedPlan plan_grouped_gemv_k4(const GemvArgs& a);
+GemvGroupedPlan plan_grouped_gemv_k5(const GemvArgs& a);
 
 void launch_gemv_k2(const GemvArgs& a, DType t, cudaStream_t stream);
 void launch_gemv_k3(const GemvArgs& a, DType t, cudaStream_t stream);
