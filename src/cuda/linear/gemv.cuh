@@ -9,7 +9,8 @@
 // k = 4: one prmt turns a pair-code byte into the address of its packed fp16 pair
 // (table of 256 x 256 bytes on a 64 KB boundary); k = 2: two bytes of a word give a
 // quad code (two pairs) with one lop3, looked up with one 8-byte load (same table
-// shape); k = 3, 5: the fused kernel's pair-code arithmetic, 32 replicas. Then one
+// shape); k = 3: as k = 4, a quarter of the codes gathered from bits 6-7 of three words
+// first; k = 5: the fused kernel's pair-code arithmetic, 32 replicas. Then one
 // HFMA2 per pair and token against x held in shared memory as fp16.
 // Each lane sums 8 weights of a (row, block) in fp16, scales the partial by the block
 // scale with one more HFMA2, and converts to fp32 once per 128-column supertile.
@@ -57,10 +58,11 @@ struct GemvLaunch {
 };
 
 // Lookup tables, all replicated per lane so that lookups never conflict on a bank:
-// k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes, k = 4: 256 pair codes x 32
-// lanes x 4 bytes at a 256-byte stride (both 64 KB on a 64 KB boundary, addressed by
-// one prmt); k = 3, 5: 2^(2k) pair codes x 32 lanes x 4 bytes (8 and 128 KB).
-constexpr bool gemv_prmt_table(int bits) { return bits == 2 || bits == 4; }
+// k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes; k = 3, 4: 256 pair-code bytes
+// x 32 lanes x 4 bytes at a 256-byte stride (k = 3 ignores bits 6-7 of the byte); all
+// 64 KB on a 64 KB boundary, addressed by one prmt. k = 5: 1024 pair codes x 32 lanes
+// x 4 bytes (128 KB).
+constexpr bool gemv_prmt_table(int bits) { return bits <= 4; }
 constexpr int64_t gemv_lut_bytes(int bits) {
   if (gemv_prmt_table(bits)) return 65536;
   return (int64_t(1) << (2 * bits)) * 32 * 4;
@@ -139,10 +141,16 @@ __device__ __forceinline__ void load_x8_float(const GemvArgs& a, int t, int col,
 template <int KB>
 __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
                                             uint32_t (&a)[4]) {
-  if constexpr (KB == 4) {
+  if constexpr (KB == 3 || KB == 4) {
     // address = lut + 256 * code + 4 * lane: the code byte goes straight into byte 1.
+    uint32_t codes;
+    if constexpr (KB == 3) {
+      codes = j < 3 ? w[2 * j + s] : k3_gathered_codes(w, s);
+    } else {
+      codes = w[2 * j + s];
+    }
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(w[2 * j + s], lut_lane, 0x7604u | (uint32_t(r) << 4)));
+    for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(codes, lut_lane, 0x7604u | (uint32_t(r) << 4)));
   } else if constexpr (KB == 2) {
     // Word j, half h = r & 1: its low byte holds element 0 and its high byte element 1 of
     // the pairs p = 2s + r / 2 (2 bits each at 2p, layout.h). Nibble s of both bytes
@@ -253,12 +261,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
     }
     lut_lane = lut + uint32_t(lane) * 8;
-  } else if constexpr (KB == 4) {
+  } else if constexpr (KB == 3 || KB == 4) {
     const uint32_t lut = sbase + uint32_t(lut_off);
     if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+    constexpr int mask = (1 << KB) - 1;
     for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
       const int e = i >> 3;
-      const uint32_t v = uint32_t(cb16[e & 15]) | uint32_t(cb16[e >> 4]) << 16;
+      const uint32_t v = uint32_t(cb16[e & mask]) | uint32_t(cb16[(e >> KB) & mask]) << 16;
       sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
     }
     lut_lane = lut + uint32_t(lane) * 4;
