@@ -104,8 +104,11 @@ KBIT_HD Mma16Pair mma16_pair(int r16, int j, int i) {
 // mma16: where bit b (0 .. 2k-1) of pair q's code (index of element 0 in bits 0..k-1,
 // element 1 in bits k..2k-1) lives among a lane's 2k words: word * 32 + bit.
 // k=2: word j, byte 2*(r&1)+e, bits 2*(2s + r/2) (two prmt selectors per byte-quad)
-// k=4: the code byte r of word 2j+s; k=3 and k=5: a nibble (k=3, word j) or byte
-// (k=5, word 2j+s) for the low code bits and two bits in the last words for the rest.
+// k=4: the code byte r of word 2j+s.
+// k=3: blocks j < 3: bits 0-5 of byte r of word 2j+s (one prmt per pair); block 3:
+// bit pair b/2 of the code in bits 6-7 of byte r of word 3s + b/2 (three shifts and two
+// lop3 gather the four codes of a k-step into the bytes of one word).
+// k=5: byte r of word 2j+s for the low code bits and two bits in the last words.
 KBIT_HD int mma16_code_bit(int k, int q, int b) {
   const int j = q / 8, s = (q / 4) % 2, r = q % 4;
   switch (k) {
@@ -114,7 +117,7 @@ KBIT_HD int mma16_code_bit(int k, int q, int b) {
       return j * 32 + 8 * (2 * (r & 1) + e) + 2 * (2 * s + r / 2) + t;
     }
     case 3:
-      return b < 4 ? j * 32 + 4 * (q % 8) + b : (4 + q / 16) * 32 + 2 * (q % 16) + (b - 4);
+      return j < 3 ? (2 * j + s) * 32 + 8 * r + b : (3 * s + b / 2) * 32 + 8 * r + 6 + b % 2;
     case 4:
       return (2 * j + s) * 32 + 8 * r + b;
     default:

@@ -92,6 +92,11 @@ void swiglu(const TensorView& gate_up, const MutableTensorView& h, cudaStream_t 
 }  // namespace cuda
 
 struct ExpertLinearOptions {
+  // automatic: the grouped GEMV for decode-sized inputs (at most kGroupedGemvMaxRows rows,
+  // when its bounds fit the workspace and shared memory), the fused kernel otherwise;
+  // gemv or fused_mma force one (gemv fails clearly when it does not fit).
+  LinearPath path = LinearPath::automatic;
+  int tile_rows = 0;           // grouped GEMV: rows per tile, 1, 2 or 4 (0: from the rows per expert)
   int n_tiles = 0, warps = 0;  // fused-kernel overrides (0: from the rows per expert)
   LinearItems items = LinearItems::automatic;
   bool pdl = false;  // programmatic dependent launch (the kernel waits before reading the offsets)
@@ -107,6 +112,7 @@ struct ExpertLinearOptions {
 // experts; no host synchronisation; graph-capturable; bit-identical run to run.
 // Checked against the CPU reference on the H200 (tests/cuda/moe_gpu_test.cpp); speed in
 // BENCHMARKS.md (GLM-4.7 decode: about 2x cuBLAS's grouped bf16 GEMM).
+inline constexpr int64_t kGroupedGemvMaxRows = 128;  // T = 16 decode tokens at top-8
 void expert_linear(const TensorView& x_sorted, const QuantizedMatrix& w_stacked, int64_t experts,
                    const int32_t* expert_offsets, const MutableTensorView& y_sorted, LinearWorkspace& ws,
                    cudaStream_t stream, const ExpertLinearOptions& o = {});

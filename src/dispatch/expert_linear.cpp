@@ -35,8 +35,30 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
 
   const TensorView x = detail::rotated_activations(x_in, w, ws, stream);
 
-  // Token tiles sized for the rows an active expert gets on average.
   const int64_t active = std::min<int64_t>(experts, p);
+  KBIT_REQUIRE(o.path == LinearPath::automatic || o.path == LinearPath::gemv || o.path == LinearPath::fused_mma,
+               "expert_linear: path must be auto, gemv or fused_mma, got ", linear_path_name(o.path));
+  const bool fused_overrides = o.n_tiles || o.warps || o.items != LinearItems::automatic;
+  if (o.path == LinearPath::gemv || (o.path == LinearPath::automatic && !fused_overrides && p <= kGroupedGemvMaxRows)) {
+    // Tiles of 1, 2 or 4 rows by the rows an active expert gets on average: each tile
+    // reads its expert's weights once.
+    const int tile_rows = o.tile_rows ? o.tile_rows : p <= experts / 4 ? 1 : p <= experts ? 2 : 4;
+    KBIT_REQUIRE(tile_rows == 1 || tile_rows == 2 || tile_rows == 4, "expert_linear: tile_rows must be 1, 2 or 4, got ",
+                 tile_rows);
+    cuda::detail::GemvArgs g = detail::gemv_args(w, x, y, ws);
+    g.stripes = int(n / 16);  // per expert
+    g.N = int(n);
+    g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
+    g.pdl = g.pdl || o.pdl;
+    if (detail::plan_grouped_gemv(w.bits(), g).fits) {
+      detail::launch_gemv(w.bits(), g, x.dtype, stream);
+      return;
+    }
+    KBIT_REQUIRE(o.path != LinearPath::gemv, "expert_linear: the grouped gemv does not fit: ", p, " rows, K = ", k,
+                 " (see GemvGroupedPlan)");
+  }
+
+  // Token tiles sized for the rows an active expert gets on average.
   const int n_tiles = o.n_tiles ? o.n_tiles : default_n_tiles((p + active - 1) / active);
   const int warps = o.warps ? o.warps : 4;
   const bool cta = o.items != LinearItems::warp;

@@ -13,6 +13,7 @@
 #include "dispatch/linear_configs.h"
 #include "dispatch/linear_internal.h"
 #include "kbit/cuda.h"
+#include "kbit/moe.h"
 
 namespace kbit {
 
@@ -182,6 +183,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
            : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv
            : m > detail::kDefaultFusedMaxM                             ? LinearPath::dequant_cublas
                                                                         : LinearPath::fused_mma;
+  if (p.path == LinearPath::gemv && o.path == LinearPath::automatic && !c) p.source = "heuristic";
   if (p.path == LinearPath::gemv) {
     KBIT_REQUIRE(gemv, "linear: the gemv path takes M = 1..", cuda::detail::kGemvMaxM,
                  " with M * K small enough for shared memory (", cuda::detail::kGemvMaxSmem, " bytes), got M = ", m,
@@ -219,10 +221,14 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
   check_cuda_call(cudaMemset(impl_->counters.data(), 0, impl_->counters.size()), "LinearWorkspace: clearing counters");
   impl_->rotated = Buffer::allocate(Memory::device, size_t(l.max_m * l.max_k) * 2);
   if (l.max_m >= 1) {
-    // Two pieces of 16 rows x M tokens per warp of one wave of GEMV CTAs (at most 2 per SM).
-    const int64_t m = std::min<int64_t>(l.max_m, cuda::detail::kGemvMaxM);
+    // Two pieces of 16 rows x M tokens per warp of one wave of GEMV CTAs (at most 2 per SM),
+    // for the GEMV's largest M: the grouped mode takes tiles of up to 4 rows even when
+    // the call has fewer rows (1 MB on an H200).
+    const int64_t m = cuda::detail::kGemvMaxM;
     impl_->gemv_piece_floats = 2 * int64_t(current_sm_count()) * 2 * cuda::detail::kGemvWarps * 16 * m;
-    impl_->gemv_counter_count = ceil_div(l.max_n, 16);
+    // One counter per stripe; the grouped GEMV needs one per (tile, stripe) with at most
+    // 2 P tiles for P <= kGroupedGemvMaxRows rows.
+    impl_->gemv_counter_count = ceil_div(l.max_n, 16) * std::max<int64_t>(1, 2 * std::min(l.max_m, kGroupedGemvMaxRows));
     impl_->gemv_pieces = Buffer::allocate(Memory::device, size_t(impl_->gemv_piece_floats) * 4);
     impl_->gemv_counters = Buffer::allocate(Memory::device, size_t(impl_->gemv_counter_count) * 4);
     check_cuda_call(cudaMemset(impl_->gemv_counters.data(), 0, impl_->gemv_counters.size()),
@@ -300,6 +306,37 @@ cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const Tenso
   return a;
 }
 
+cuda::detail::GemvArgs detail::gemv_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,
+                                         LinearWorkspace& ws) {
+  const cuda::detail::FusedArgs f = fused_args(w, x, y);
+  auto& impl = ws.impl();
+  cuda::detail::GemvArgs a;
+  static_cast<cuda::detail::LinearOperands&>(a) = f;  // W, x, y
+  a.pieces = static_cast<float*>(impl.gemv_pieces.data()), a.piece_floats = impl.gemv_piece_floats;
+  a.counters = static_cast<unsigned*>(impl.gemv_counters.data()), a.counter_count = impl.gemv_counter_count;
+  a.M = f.M, a.N = f.N, a.K = f.K, a.supertiles = f.supertiles, a.stripes = f.stripes;
+  a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0;
+  a.pdl = f.pdl;
+  // The codebook normalised to max |level| = 1 keeps fp16 partial sums bounded.
+  float cb_max = 0.0f;
+  for (float v : w.codebook().values()) cb_max = std::max(cb_max, std::fabs(v));
+  if (!(cb_max > 0.0f) || !std::isfinite(cb_max)) cb_max = 1.0f;
+  for (int i = 0; i < w.codebook().levels(); ++i) a.codebook16[i] = float_to_half_bits(w.codebook()[i] / cb_max);
+  a.out_factor = cb_max * 16.0f;  // E4M4 block scales enter the kernel as fp16 value / 16
+  return a;
+}
+
+cuda::detail::GemvGroupedPlan detail::plan_grouped_gemv(int bits, const cuda::detail::GemvArgs& a) {
+  switch (bits) {
+    case 2: return cuda::detail::plan_grouped_gemv_k2(a);
+    case 3: return cuda::detail::plan_grouped_gemv_k3(a);
+    case 4: return cuda::detail::plan_grouped_gemv_k4(a);
+    case 5: return cuda::detail::plan_grouped_gemv_k5(a);
+    default: require_supported_bits(bits);
+  }
+  return {};
+}
+
 void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTensorView& y, LinearWorkspace& ws,
             cudaStream_t stream, const LinearOptions& o) {
   detail::check_matrix(w, "linear weight", Memory::device);
@@ -337,23 +374,10 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   KBIT_REQUIRE(w.layout() == Layout::mma16, "linear: the ", linear_path_name(plan.path),
                " path needs W in the mma16 layout (got ", layout_name(w.layout()), "); use cuda::repack(w, Layout::mma16)");
   if (plan.path == LinearPath::gemv) {
-    const cuda::detail::FusedArgs f = detail::fused_args(w, x, y);
-    cuda::detail::GemvArgs a;
-    a.words = f.words, a.scales = f.scales, a.meta = f.meta;
-    a.x = f.x, a.ldx = f.ldx, a.y = f.y, a.ldy = f.ldy;
+    cuda::detail::GemvArgs a = detail::gemv_args(w, x, y, ws);
     a.bias = o.bias;
     a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
-    a.pieces = static_cast<float*>(impl.gemv_pieces.data()), a.piece_floats = impl.gemv_piece_floats;
-    a.counters = static_cast<unsigned*>(impl.gemv_counters.data()), a.counter_count = impl.gemv_counter_count;
-    a.M = f.M, a.N = f.N, a.K = f.K, a.supertiles = f.supertiles, a.stripes = f.stripes;
-    a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0;
-    a.pdl = f.pdl || o.pdl;
-    // The codebook normalised to max |level| = 1 keeps fp16 partial sums bounded.
-    float cb_max = 0.0f;
-    for (float v : w.codebook().values()) cb_max = std::max(cb_max, std::fabs(v));
-    if (!(cb_max > 0.0f) || !std::isfinite(cb_max)) cb_max = 1.0f;
-    for (int i = 0; i < w.codebook().levels(); ++i) a.codebook16[i] = float_to_half_bits(w.codebook()[i] / cb_max);
-    a.out_factor = cb_max * 16.0f;  // E4M4 block scales enter the kernel as fp16 value / 16
+    a.pdl = a.pdl || o.pdl;
     detail::launch_gemv(w.bits(), a, x.dtype, stream);
     return;
   }

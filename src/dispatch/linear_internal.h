@@ -39,6 +39,12 @@ TensorView rotated_activations(const TensorView& x, const QuantizedMatrix& w, Li
 // cached in the workspace per shape; needs the workspace's cuBLASLt scratch.
 void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const MutableTensorView& y,
                  const void* residual, const void* bias, cudaStream_t stream);
+// The GEMV's arguments for W (mma16) and x, y: pointers, sizes, geometry, the normalised
+// codebook and the workspace's split-stripe buffers.
+cuda::detail::GemvArgs gemv_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,
+                                 LinearWorkspace& ws);
+// The grouped GEMV's sizes for these arguments (a.expert_offsets, experts, tile_rows set).
+cuda::detail::GemvGroupedPlan plan_grouped_gemv(int bits, const cuda::detail::GemvArgs& a);
 // The fused kernel's arguments for W (mma16) and x, y: pointers, sizes, geometry.
 cuda::detail::FusedArgs fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y);
 

@@ -136,6 +136,71 @@ TEST(GpuRouting, GatherAndCombineMatchHostLoops) {
   }
 }
 
+// One expert_linear case against the fp64 reference over the dequantized experts, for
+// the automatic choice, the fused kernel and (decode sizes) the grouped GEMV with every
+// tile size. pattern: 0 random logits, 1 all tokens on the first top_k experts, 2 the
+// first, middle and last experts empty.
+void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int top_k, int64_t tokens, int pattern,
+                         uint64_t seed) {
+  const std::string what = "k=" + std::to_string(bits) + " E=" + std::to_string(experts) + " top_k=" +
+                           std::to_string(top_k) + " T=" + std::to_string(tokens) + " pattern " +
+                           std::to_string(pattern);
+  std::mt19937 rng(uint32_t(seed++));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> l(size_t(tokens * experts));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t e = 0; e < experts; ++e) {
+      float v = nd(rng);
+      if (pattern == 1 && e >= top_k) v = -INFINITY;
+      if (pattern == 2 && (e == 0 || e == experts / 2 || e == experts - 1)) v = -INFINITY;
+      l[size_t(t * experts + e)] = v;
+    }
+  const Routing r = cpu::route(l.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
+  const int64_t pairs = tokens * top_k;
+  const HostMatrix x = random_matrix(tokens, k, DType::bf16, seed++);
+  HostMatrix xs{std::vector<uint8_t>(size_t(pairs * k) * 2), DType::bf16, pairs, k, k};
+  for (int64_t row = 0; row < pairs; ++row)
+    std::memcpy(xs.bytes.data() + size_t(row * k) * 2,
+                x.bytes.data() + size_t(r.sorted_pair[size_t(row)] / top_k * k) * 2, size_t(k) * 2);
+  const HostMatrix w = random_matrix(experts * n, k, DType::bf16, seed++, 0.05f);
+  const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
+  std::vector<float> wd(size_t(experts * n * k));
+  cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
+  std::vector<double> ref(size_t(pairs * n));
+  for (int64_t e = 0; e < experts; ++e)
+    for (int32_t row = r.offsets[size_t(e)]; row < r.offsets[size_t(e) + 1]; ++row)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
+        ref[size_t(row * n + j)] = acc;
+      }
+  const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
+  Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1) * n) * 2);
+  Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
+  ASSERT_EQ(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  LinearWorkspace ws({pairs, n, k, false});
+  // the automatic choice, the fused kernel, and (decode sizes) the grouped GEMV
+  // with every tile size
+  std::vector<std::pair<ExpertLinearOptions, std::string>> variants{{{}, "auto"}};
+  ExpertLinearOptions fused;
+  fused.path = LinearPath::fused_mma;
+  variants.push_back({fused, "fused_mma"});
+  if (pairs <= kGroupedGemvMaxRows)
+    for (int rows : {1, 2, 4}) {
+      ExpertLinearOptions g;
+      g.path = LinearPath::gemv, g.tile_rows = rows;
+      variants.push_back({g, "gemv tile_rows=" + std::to_string(rows)});
+    }
+  for (const auto& [opts, name] : variants)
+    test::expect_accurate_and_deterministic(
+        [&] {
+          expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, experts,
+                        static_cast<const int32_t*>(od.data()),
+                        MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, nullptr, opts);
+        },
+        yd, DType::bf16, ref, pairs * n, what + " " + name);
+}
+
 TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 48, k = 160;
@@ -144,53 +209,24 @@ TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
     for (int64_t experts : {1, 8, 160})
       for (int top_k : {1, 2, 8})
         for (int64_t tokens : {1, 16, 300})
-          for (int pattern = 0; pattern < 3; ++pattern) {  // random; all on the first top_k experts; first, middle, last empty
+          for (int pattern = 0; pattern < 3; ++pattern) {
             if (top_k > experts || (pattern == 2 && experts < top_k + 3)) continue;
-            const std::string what = "k=" + std::to_string(bits) + " E=" + std::to_string(experts) + " top_k=" +
-                                     std::to_string(top_k) + " T=" + std::to_string(tokens) + " pattern " +
-                                     std::to_string(pattern);
-            std::mt19937 rng(uint32_t(seed++));
-            std::normal_distribution<float> nd(0.f, 1.f);
-            std::vector<float> l(size_t(tokens * experts));
-            for (int64_t t = 0; t < tokens; ++t)
-              for (int64_t e = 0; e < experts; ++e) {
-                float v = nd(rng);
-                if (pattern == 1 && e >= top_k) v = -INFINITY;
-                if (pattern == 2 && (e == 0 || e == experts / 2 || e == experts - 1)) v = -INFINITY;
-                l[size_t(t * experts + e)] = v;
-              }
-            const Routing r = cpu::route(l.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
-            const int64_t pairs = tokens * top_k;
-            const HostMatrix x = random_matrix(tokens, k, DType::bf16, seed++);
-            HostMatrix xs{std::vector<uint8_t>(size_t(pairs * k) * 2), DType::bf16, pairs, k, k};
-            for (int64_t row = 0; row < pairs; ++row)
-              std::memcpy(xs.bytes.data() + size_t(row * k) * 2,
-                          x.bytes.data() + size_t(r.sorted_pair[size_t(row)] / top_k * k) * 2, size_t(k) * 2);
-            const HostMatrix w = random_matrix(experts * n, k, DType::bf16, seed++, 0.05f);
-            const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
-            std::vector<float> wd(size_t(experts * n * k));
-            cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
-            std::vector<double> ref(size_t(pairs * n));
-            for (int64_t e = 0; e < experts; ++e)
-              for (int32_t row = r.offsets[size_t(e)]; row < r.offsets[size_t(e) + 1]; ++row)
-                for (int64_t j = 0; j < n; ++j) {
-                  double acc = 0;
-                  for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
-                  ref[size_t(row * n + j)] = acc;
-                }
-            const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
-            Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1) * n) * 2);
-            Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
-            ASSERT_EQ(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-            LinearWorkspace ws({pairs, n, k, false});
-            test::expect_accurate_and_deterministic(
-                [&] {
-                  expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, experts,
-                                static_cast<const int32_t*>(od.data()),
-                                MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, nullptr);
-                },
-                yd, DType::bf16, ref, pairs * n, what);
+            check_expert_linear(bits, experts, n, k, top_k, tokens, pattern, seed);
+            seed += 3;
           }
+}
+
+// Decode sizes on experts large enough that the grouped GEMV splits (tile, stripe)
+// segments between warps and a CTA's units span several tiles.
+TEST(GpuExpertLinear, GroupedGemvOnLargerExperts) {
+  KBIT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 700;
+  for (int bits : {2, 3, 4, 5})
+    for (auto [experts, top_k, tokens] : {std::tuple<int64_t, int, int64_t>{16, 4, 4}, {16, 2, 16}, {64, 8, 1}})
+      for (int pattern = 0; pattern < 2; ++pattern) {
+        check_expert_linear(bits, experts, 512, 1024, top_k, tokens, pattern, seed);
+        seed += 3;
+      }
 }
 
 // bf16 rounding, as the GPU stores every intermediate.

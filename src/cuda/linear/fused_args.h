@@ -10,20 +10,11 @@
 #include "kbit/dtype.h"
 #include "kbit/moe.h"
 #include "kbit/quantized_matrix.h"
+#include "linear_operands.h"
 
 namespace kbit::cuda::detail {
 
-struct FusedArgs {
-  const uint2* words = nullptr;   // mma16 words, as [stripe][supertile][plane][lane] 8-byte units
-  const uint2* scales = nullptr;  // mma16 scales, as [stripe][supertile][g] 8-byte units
-  const DeviceMeta* meta = nullptr;
-  const void* x = nullptr;  // [M, K] rows of ldx elements (f16 or bf16)
-  int64_t ldx = 0;
-  void* y = nullptr;  // [M, N] rows of ldy elements, x's dtype
-  int64_t ldy = 0;
-  const void* bias = nullptr;      // [N] or null
-  const void* residual = nullptr;  // [M, N] rows of ldr elements, or null
-  int64_t ldr = 0;
+struct FusedArgs : LinearOperands {
   float* partials = nullptr;    // [splits][token tiles * tile][stripes * 16] when splits > 1
   unsigned* counters = nullptr;  // [token tiles][stripes], zero between calls
   int M = 0, N = 0, K = 0;

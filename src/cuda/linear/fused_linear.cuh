@@ -41,9 +41,11 @@
 
 namespace kbit::cuda::detail {
 
+// k = 3: 256 entries indexed by a whole byte whose bits 6-7 belong to other pairs
+// (layout.h), so the table repeats its 64 pairs four times and no mask is needed.
 template <int KB>
 struct PairLut {
-  static constexpr int entries = KB == 2 ? 0 : 1 << (2 * KB);
+  static constexpr int entries = KB == 2 ? 0 : KB == 3 ? 256 : 1 << (2 * KB);
   static constexpr int replicas = KB == 5 ? 8 : 32;
   static constexpr int words = entries * replicas;  // 32 KB at most
 };
@@ -100,6 +102,14 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   return v;
 }
 
+// k = 3, block 3: the four pair codes of k-step s, one per byte (bits 6-7 are noise):
+// bit pair m of each code sits in bits 6-7 of the same byte of word 3s + m (layout.h).
+__device__ __forceinline__ uint32_t k3_gathered_codes(const uint32_t (&w)[6], int s) {
+  const uint32_t t0 = w[3 * s] >> 6, t1 = w[3 * s + 1] >> 4, t2 = w[3 * s + 2] >> 2;
+  const uint32_t u = (t0 & 0x03030303u) | (t1 & ~0x03030303u);
+  return (u & 0x0f0f0f0fu) | (t2 & ~0x0f0f0f0fu);
+}
+
 // A registers (a0..a3) of k-step s of block j from a lane's 2k words. lut_lane is the
 // shared-memory address of this lane's replica of entry 0; entries are Replicas * 4 bytes apart.
 template <int KB, int Replicas = PairLut<KB>::replicas>
@@ -122,8 +132,7 @@ __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j,
       if constexpr (KB == 4) {
         addr = __byte_perm(w[2 * j + s], 0u, 0x4440u + r) * stride + lut_lane;  // PRMT + IMAD
       } else if constexpr (KB == 3) {
-        const uint32_t lo = (w[j] >> (4 * (4 * s + r))) & 0xfu, hi = (w[4 + j / 2] >> (2 * q16)) & 3u;
-        addr = lo * stride + (hi * (16 * stride) + lut_lane);
+        addr = __byte_perm(j < 3 ? w[2 * j + s] : k3_gathered_codes(w, s), 0u, 0x4440u + r) * stride + lut_lane;
       } else {
         const uint32_t lo = __byte_perm(w[2 * j + s], 0u, 0x4440u + r), hi = (w[8 + j / 2] >> (2 * q16)) & 3u;
         addr = lo * stride + (hi * (256 * stride) + lut_lane);
@@ -210,7 +219,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   } else {
     for (int i = threadIdx.x; i < Lut::words / 4; i += WARPS * 32) {
       const int entry = i * 4 / Lut::replicas;
-      const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[entry >> KB] << 16;
+      const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
       reinterpret_cast<uint4*>(lut)[i] = make_uint4(v, v, v, v);
     }
     __syncthreads();

@@ -9,7 +9,8 @@
 // k = 4: one prmt turns a pair-code byte into the address of its packed fp16 pair
 // (table of 256 x 256 bytes on a 64 KB boundary); k = 2: two bytes of a word give a
 // quad code (two pairs) with one lop3, looked up with one 8-byte load (same table
-// shape); k = 3, 5: the fused kernel's pair-code arithmetic, 32 replicas. Then one
+// shape); k = 3: as k = 4, a quarter of the codes gathered from bits 6-7 of three words
+// first; k = 5: the fused kernel's pair-code arithmetic, 32 replicas. Then one
 // HFMA2 per pair and token against x held in shared memory as fp16.
 // Each lane sums 8 weights of a (row, block) in fp16, scales the partial by the block
 // scale with one more HFMA2, and converts to fp32 once per 128-column supertile.
@@ -33,6 +34,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <unordered_map>
+
 #include "../common.cuh"
 #include "fused_linear.cuh"
 #include "gemv_args.h"
@@ -43,27 +46,37 @@ namespace kbit::cuda::detail {
 // table, x (M rows of supertiles * 128 fp16 values) and x's power-of-two scales
 // ([M][supertiles] floats, 2^-e).
 struct GemvSmem {
-  static constexpr int64_t kAlign = 1024;  // nothing before the first region
-  int64_t lut = 0, x = 0, x_scales = 0, total = 0;
+  int64_t lut = 0, x = 0, x_scales = 0, tile_table = 0, total = 0;
+};
+
+// Per launch: where the regions are, how many warps have units (grouped: computed on
+// the device) and how many rows of x a CTA stages.
+struct GemvLaunch {
+  int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0;
+  int active_warps = 0;
+  int x_rows = 1;
 };
 
 // Lookup tables, all replicated per lane so that lookups never conflict on a bank:
-// k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes, k = 4: 256 pair codes x 32
-// lanes x 4 bytes at a 256-byte stride (both 64 KB on a 64 KB boundary, addressed by
-// one prmt); k = 3, 5: 2^(2k) pair codes x 32 lanes x 4 bytes (8 and 128 KB).
-constexpr bool gemv_prmt_table(int bits) { return bits == 2 || bits == 4; }
+// k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes; k = 3, 4: 256 pair-code bytes
+// x 32 lanes x 4 bytes at a 256-byte stride (k = 3 ignores bits 6-7 of the byte); all
+// 64 KB on a 64 KB boundary, addressed by one prmt. k = 5: 1024 pair codes x 32 lanes
+// x 4 bytes (128 KB).
+constexpr bool gemv_prmt_table(int bits) { return bits <= 4; }
 constexpr int64_t gemv_lut_bytes(int bits) {
   if (gemv_prmt_table(bits)) return 65536;
   return (int64_t(1) << (2 * bits)) * 32 * 4;
 }
 
-// dyn_base: the shared-window address where dynamic shared memory starts (the k = 4
-// table must sit on a 64 KB boundary of the window).
-inline GemvSmem gemv_smem_map(int bits, int64_t m, int64_t k, int64_t dyn_base) {
+// x_rows: rows of x staged per CTA; experts: the grouped tile table's size (0: dense).
+// dyn_base: the shared-window address where dynamic shared memory starts (the prmt
+// tables must sit on a 64 KB boundary of the window).
+inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_base, int64_t experts = 0) {
   GemvSmem s;
   const int64_t supertiles = (k + 127) / 128;
-  const int64_t x_bytes = m * supertiles * 128 * 2, scale_bytes = (m * supertiles * 4 + 15) / 16 * 16;
-  const int64_t xs_bytes = x_bytes + scale_bytes;
+  const int64_t x_bytes = x_rows * supertiles * 128 * 2, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
+  const int64_t table_bytes = experts ? (experts + 1 + 3) / 4 * 16 : 0;
+  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes;
   if (gemv_prmt_table(bits)) {  // the table on the first 64 KB boundary of the window; x before it if it fits
     s.lut = (dyn_base + 65535) / 65536 * 65536 - dyn_base;
     s.x = xs_bytes <= s.lut ? 0 : s.lut + 65536;
@@ -74,6 +87,7 @@ inline GemvSmem gemv_smem_map(int bits, int64_t m, int64_t k, int64_t dyn_base) 
     s.total = s.x + xs_bytes;
   }
   s.x_scales = s.x + x_bytes;
+  s.tile_table = s.x_scales + scale_bytes;
   return s;
 }
 
@@ -102,11 +116,14 @@ __device__ __forceinline__ float bits16_to_float(uint32_t b) {
   }
 }
 
-// 8 activations of row t from column col as floats (zeros past K).
+// 8 activations of row t from column col as floats (zeros past K and past row M).
 template <typename T>
 __device__ __forceinline__ void load_x8_float(const GemvArgs& a, int t, int col, float (&v)[8]) {
   const uint16_t* p = static_cast<const uint16_t*>(a.x) + int64_t(t) * a.ldx + col;
-  if (a.x_vec && col + 8 <= a.K) {
+  if (t >= a.M) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = 0.0f;
+  } else if (a.x_vec && col + 8 <= a.K) {
     const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -124,10 +141,16 @@ __device__ __forceinline__ void load_x8_float(const GemvArgs& a, int t, int col,
 template <int KB>
 __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
                                             uint32_t (&a)[4]) {
-  if constexpr (KB == 4) {
+  if constexpr (KB == 3 || KB == 4) {
     // address = lut + 256 * code + 4 * lane: the code byte goes straight into byte 1.
+    uint32_t codes;
+    if constexpr (KB == 3) {
+      codes = j < 3 ? w[2 * j + s] : k3_gathered_codes(w, s);
+    } else {
+      codes = w[2 * j + s];
+    }
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(w[2 * j + s], lut_lane, 0x7604u | (uint32_t(r) << 4)));
+    for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(codes, lut_lane, 0x7604u | (uint32_t(r) << 4)));
   } else if constexpr (KB == 2) {
     // Word j, half h = r & 1: its low byte holds element 0 and its high byte element 1 of
     // the pairs p = 2s + r / 2 (2 bits each at 2p, layout.h). Nibble s of both bytes
@@ -149,20 +172,46 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
   }
 }
 
-template <int KB, typename T, int M>
+// GROUPED (kbit::expert_linear): W stacks args.experts matrices of args.stripes stripes,
+// x and y are [args.M, *] rows in expert order, expert e owning rows [offsets[e],
+// offsets[e + 1]) (device memory). The units are (tile of M rows of one non-empty
+// expert, stripe, supertile); a segment (tile, stripe) plays the part of a stripe.
+template <int KB, typename T, int M, bool GROUPED>
 __global__ void __launch_bounds__(kGemvWarps * 32, 1)
-    gemv_kernel(const GemvArgs args, const int lut_off, const int x_off, const int x_scales_off, const int active_warps) {
+    gemv_kernel(const GemvArgs args, const GemvLaunch launch) {
   constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp (~3 KB)
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_words);
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const uint32_t sbase = uint32_t(__cvta_generic_to_shared(smem));
-  float* x_scales = reinterpret_cast<float*>(smem + x_scales_off);  // [M][S]: 2^-e of each supertile
+  const int lut_off = launch.lut_off, x_off = launch.x_off;
+  float* x_scales = reinterpret_cast<float*>(smem + launch.x_scales_off);  // [rows][S]: 2^-e per supertile
   const float tensor_scale = args.meta->tensor_scale;  // issued early, used at the end
 
   const int64_t S = args.supertiles;
-  const int64_t U = int64_t(args.stripes) * S;
+  const int US = args.stripes * int(S);  // units per tile (one matrix)
+  int64_t U = US;                        // all units
+  int active_warps = launch.active_warps;
+  int32_t* tile_start = reinterpret_cast<int32_t*>(smem + launch.tile_table_off);  // GROUPED: [experts + 1]
+  if constexpr (GROUPED) {
+    // The offsets come from the routing kernel: wait for it before reading them.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    build_tile_table(args.expert_offsets, args.experts, M, tile_start);
+    U = int64_t(tile_start[args.experts]) * US;
+    active_warps = int(min(int64_t(gridDim.x) * kGemvWarps, U));
+    if (U == 0) return;
+  }
+  // GROUPED: the expert of a tile (the last e whose first tile is <= it) and its first row.
+  auto expert_of = [&](int tile) {
+    int lo = 0, hi = args.experts - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (tile_start[mid] <= tile) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+  };
+  auto first_row = [&](int tile, int e) { return args.expert_offsets[e] + (tile - tile_start[e]) * M; };
   const int wg = int(blockIdx.x) * kGemvWarps + warp;
   const bool active = wg < active_warps;
   // unit indices fit in 32 bits (the host checks): cheaper loop arithmetic
@@ -176,7 +225,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   StageT stages[D + 1];
   const uint2* wbase = args.words + lane;
   const uint2* scbase = args.scales + g;
+  // GROUPED: W's unit for unit u is u + (expert - tile) * US; u only grows, so the
+  // expert is looked up once per tile.
+  int load_tile_end = 0, load_shift = 0;
   auto load_stage = [&](StageT& sg, int u) {
+    if constexpr (GROUPED) {
+      if (u >= load_tile_end) {
+        const int tile = u / US;
+        load_shift = (expert_of(tile) - tile) * US;
+        load_tile_end = (tile + 1) * US;
+      }
+      u += load_shift;
+    }
     const uint2* p = wbase + int64_t(u) * (KB * 32);
 #pragma unroll
     for (int q = 0; q < KB; ++q) sg.w[q] = load_stream(p + q * 32);
@@ -201,12 +261,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
     }
     lut_lane = lut + uint32_t(lane) * 8;
-  } else if constexpr (KB == 4) {
+  } else if constexpr (KB == 3 || KB == 4) {
     const uint32_t lut = sbase + uint32_t(lut_off);
     if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+    constexpr int mask = (1 << KB) - 1;
     for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
       const int e = i >> 3;
-      const uint32_t v = uint32_t(cb16[e & 15]) | uint32_t(cb16[e >> 4]) << 16;
+      const uint32_t v = uint32_t(cb16[e & mask]) | uint32_t(cb16[(e >> KB) & mask]) << 16;
       sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
     }
     lut_lane = lut + uint32_t(lane) * 4;
@@ -221,18 +282,30 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
 
   // x, y, the residual and the workspace may come from the previous kernel.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
   // Stage x: each run of 16 threads converts one supertile (128 values) of one token to
   // fp16 times 2^e, e chosen from the run's absmax so that |x| * 2^e < 512.
+  // GROUPED: only the rows of the tiles this CTA's units span (launch.x_rows at most,
+  // rows past args.M are zeros), from row_base on.
   const int64_t kpad = S * 128;
+  int row_base = 0;
+  if constexpr (GROUPED) {
+    const int w_first = int(blockIdx.x) * kGemvWarps;
+    if (w_first >= active_warps) return;  // the whole CTA has no units
+    const int w_last = min(w_first + kGemvWarps, active_warps) - 1;
+    const int cu0 = int(int64_t(w_first) * U / active_warps), cu1 = int(int64_t(w_last + 1) * U / active_warps);
+    const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
+    row_base = first_row(t_first, expert_of(t_first));
+    if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
+  }
   {
     const uint32_t xs = sbase + uint32_t(x_off);
-    for (int64_t chunk = threadIdx.x; chunk < M * kpad / 8; chunk += kThreads) {  // 16 | kThreads
+    for (int64_t chunk = threadIdx.x; chunk < launch.x_rows * kpad / 8; chunk += kThreads) {  // 16 | kThreads
       const int t = int(chunk / (kpad / 8));
       const int col = int(chunk % (kpad / 8)) * 8;
       float v[8];
-      load_x8_float<T>(args, t, col, v);
+      load_x8_float<T>(args, row_base + t, col, v);
       float m = 0.0f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
@@ -266,7 +339,19 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const T* res = static_cast<const T*>(args.residual);
   T* y = static_cast<T*>(args.y);
   auto owner = [&](int64_t u) { return int(((u + 1) * active_warps - 1) / U); };
-  auto finish = [&](int stripe, int pu0, int pu1, float (&acc)[M][2]) {
+  // The compute cursor's tile: its first row, end row and row in the staged x.
+  int tile_m0 = 0, tile_m_end = args.M, tile_xrow = 0, tile_seg0 = 0;
+  auto enter_tile = [&](int tile) {
+    if constexpr (GROUPED) {
+      const int e = expert_of(tile);
+      tile_m0 = first_row(tile, e);
+      tile_m_end = args.expert_offsets[e + 1];
+      tile_xrow = tile_m0 - row_base;
+      tile_seg0 = tile * args.stripes;
+    }
+  };
+  auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[M][2]) {
+    const int stripe = stripe_seg - tile_seg0;  // within the matrix (dense: the segment is the stripe)
 #pragma unroll
     for (int t = 0; t < M; ++t)
 #pragma unroll
@@ -279,16 +364,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 #pragma unroll
     for (int t = 0; t < M; ++t)
       if (t == c) v0 = acc[t][0], v1 = acc[t][1];
-    if (pu0 != stripe * int(S) || pu1 != (stripe + 1) * int(S)) {
+    if (pu0 != stripe_seg * int(S) || pu1 != (stripe_seg + 1) * int(S)) {
       const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
       float* piece = args.pieces + slot * 16 * M;
       if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
       __threadfence();
       __syncwarp();
       unsigned arrived = 0;
-      if (lane == 0) arrived = atomicAdd(args.counters + stripe, 1u);
+      if (lane == 0) arrived = atomicAdd(args.counters + stripe_seg, 1u);
       arrived = __shfl_sync(0xffffffffu, arrived, 0);
-      const int first = owner(stripe * S), last = owner(stripe * S + S - 1);
+      const int first = owner(int64_t(stripe_seg) * S), last = owner(int64_t(stripe_seg) * S + S - 1);
       if (arrived != unsigned(last - first)) return;
       __threadfence();
       v0 = 0.0f, v1 = 0.0f;
@@ -301,25 +386,26 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
             p0[i] = p1[i] = 0.0f;
             if (w <= last) {
               const int64_t wu0 = int64_t(w) * U / active_warps;
-              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe * S ? 0 : 1)) * 16 * M;
+              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * S ? 0 : 1)) * 16 * M;
               p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
             }
           }
 #pragma unroll
           for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
         }
-      if (lane == 0) args.counters[stripe] = 0;  // ready for the next call on the stream
+      if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
     }
-    if (c < M) {
+    const int64_t token = int64_t(tile_m0) + c;
+    if (c < M && token < tile_m_end) {
       const float sc = tensor_scale * args.out_factor;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t row = stripe * 16 + g + 8 * h;
+        const int64_t row = int64_t(stripe) * 16 + g + 8 * h;
         if (row < args.N) {
           float v = (h ? v1 : v0) * sc;
           if (bias) v += Element<T>::to_float(bias[row]);
-          if (res) v += Element<T>::to_float(res[int64_t(c) * args.ldr + row]);
-          y[int64_t(c) * args.ldy + row] = Element<T>::from_float(v);
+          if (res) v += Element<T>::to_float(res[token * args.ldr + row]);
+          y[token * args.ldy + row] = Element<T>::from_float(v);
         }
       }
     }
@@ -328,8 +414,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   float acc[M][2];
 #pragma unroll
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
-  int stripe = u0 / int(S), piece_u0 = u0;
+  int seg = u0 / int(S), piece_u0 = u0;  // segment: (tile, stripe); dense: the stripe
   int st = u0 % int(S);
+  enter_tile(u0 / US);
   for (int base = u0; base < u1; base += D + 1) {
 #pragma unroll
     for (int d = 0; d <= D; ++d) {
@@ -349,7 +436,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         const uint32_t s_lo = scale_pair<__half>(cur.scales.x, j), s_hi = scale_pair<__half>(cur.scales.y, j);
 #pragma unroll
         for (int t = 0; t < M; ++t) {
-          const uint4 xv = lds128(x_lane + uint32_t((t * kpad + st * 128 + 32 * j) * 2));
+          const uint4 xv = lds128(x_lane + uint32_t(((tile_xrow + t) * kpad + st * 128 + 32 * j) * 2));
           uint32_t pg = hmul2_u32(a0[0], xv.x), ph = hmul2_u32(a0[1], xv.x);
           pg = hfma2_u32(a0[2], xv.y, pg), ph = hfma2_u32(a0[3], xv.y, ph);
           pg = hfma2_u32(a1[0], xv.z, pg), ph = hfma2_u32(a1[1], xv.z, ph);
@@ -363,7 +450,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       }
 #pragma unroll
       for (int t = 0; t < M; ++t) {
-        const float x_scale = x_scales[t * S + st];
+        const float x_scale = x_scales[(tile_xrow + t) * S + st];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[t][h]));
@@ -371,14 +458,55 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         }
       }
       if (++st == S || u + 1 == u1) {
-        finish(stripe, piece_u0, u + 1, acc);
+        finish(seg, piece_u0, u + 1, acc);
 #pragma unroll
         for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
         piece_u0 = u + 1;
-        if (st == S) st = 0, ++stripe;
+        if (st == S) {
+          st = 0;
+          if (++seg - tile_seg0 == args.stripes && u + 1 < u1) enter_tile((u + 1) / US);
+        }
       }
     }
   }
+}
+
+template <int KB, typename T, int M, bool GROUPED>
+void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launch, int64_t ctas, cudaStream_t stream) {
+  auto kernel = gemv_kernel<KB, T, M, GROUPED>;
+  const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
+  launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
+  launch.tile_table_off = int(map.tile_table);
+  if (a.pdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = size_t(map.total), cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, launch), "gemv: PDL launch");
+  } else {
+    kernel<<<grid, block, size_t(map.total), stream>>>(a, launch);
+  }
+  check_launch("gemv kernel");
+}
+
+// Resident CTAs per SM of an instantiation for a shared-memory size, asked once per
+// size and thread (the query costs microseconds of host time on every eager call).
+template <int KB, typename T, int M, bool GROUPED>
+int gemv_ctas_per_sm(int64_t smem) {
+  auto kernel = gemv_kernel<KB, T, M, GROUPED>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvMaxSmem));
+  check_cuda(configured, "gemv: setting the shared memory size");
+  static thread_local std::unordered_map<int64_t, int> occupancy;
+  int& per_sm = occupancy[smem];
+  if (per_sm == 0) {
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, size_t(smem)),
+               "gemv: occupancy");
+    per_sm = std::max(per_sm, 1);
+  }
+  return per_sm;
 }
 
 template <int KB, typename T, int M>
@@ -386,14 +514,7 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
   const GemvSmem map = gemv_smem_map(KB, M, a.K, dynamic_smem_base());
   KBIT_REQUIRE(map.total <= kGemvMaxSmem, "gemv: M = ", M, ", K = ", a.K, " needs ", map.total,
                " bytes of shared memory, more than ", kGemvMaxSmem);
-  auto kernel = gemv_kernel<KB, T, M>;
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvMaxSmem));
-  check_cuda(configured, "gemv: setting the shared memory size");
-  int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, size_t(map.total)),
-             "gemv: occupancy");
-  per_sm = std::max(per_sm, 1);
+  const int per_sm = gemv_ctas_per_sm<KB, T, M, false>(map.total);
   const int64_t units = int64_t(a.stripes) * a.supertiles;
   KBIT_REQUIRE(units < (int64_t(1) << 30), "gemv: W has too many 16 x 128 units (", units, ")");
   int64_t ctas = std::min<int64_t>(int64_t(sm_count()) * per_sm,
@@ -407,30 +528,61 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
     warps = std::min<int64_t>(a.stripes, int64_t(sm_count()) * per_sm * kGemvWarps);
     ctas = (warps + kGemvWarps - 1) / kGemvWarps;
   }
-  const int active = int(warps);
-  KBIT_REQUIRE(2 * int64_t(active) * 16 * M <= a.piece_floats && a.stripes <= a.counter_count,
+  KBIT_REQUIRE(2 * warps * 16 * M <= a.piece_floats && a.stripes <= a.counter_count,
                "gemv: the workspace holds ", a.piece_floats, " partial floats and ", a.counter_count,
-               " counters; this call needs ", 2 * int64_t(active) * 16 * M, " and ", a.stripes);
-  const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
-  const int lut_off = int(map.lut), x_off = int(map.x), x_scales_off = int(map.x_scales);
-  if (a.pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = size_t(map.total), cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr, cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, lut_off, x_off, x_scales_off, active), "gemv: PDL launch");
-  } else {
-    kernel<<<grid, block, size_t(map.total), stream>>>(a, lut_off, x_off, x_scales_off, active);
-  }
-  check_launch("gemv kernel");
+               " counters; this call needs ", 2 * warps * 16 * M, " and ", a.stripes);
+  GemvLaunch launch;
+  launch.active_warps = int(warps);
+  launch.x_rows = M;
+  launch_gemv_kernel<KB, T, M, false>(a, map, launch, ctas, stream);
+}
+
+// Grouped: the tiles (M rows of one expert) are known only on the device, so the host
+// sizes everything for the most there can be: at most P / M + min(E, P) tiles for P
+// rows, and a CTA's units span at most ceil(units per CTA / units per tile) + 1 tiles.
+template <int KB, typename T, int M>
+GemvGroupedPlan plan_grouped_instance(const GemvArgs& a) {
+  GemvGroupedPlan p;
+  const int64_t rows = a.M, experts = a.experts;
+  const int64_t per_tile = int64_t(a.stripes) * a.supertiles;
+  const int64_t tiles = (rows + M - 1) / M + std::min(experts, rows);
+  p.ctas = sm_count();  // one CTA of 16 warps per SM (the tables and x fill shared memory)
+  const int64_t units = tiles * per_tile;
+  const int64_t per_cta = int64_t(kGemvWarps) * std::max<int64_t>(1, (units + p.ctas * kGemvWarps - 1) / (p.ctas * kGemvWarps));
+  p.x_rows = std::min<int64_t>(((per_cta + per_tile - 1) / per_tile + 1) * M, rows + M - 1);
+  p.smem = gemv_smem_map(KB, p.x_rows, a.K, dynamic_smem_base(), experts).total;
+  p.segments = tiles * a.stripes;
+  p.piece_floats = 2 * p.ctas * kGemvWarps * 16 * M;
+  p.fits = units < (int64_t(1) << 30) && p.smem <= kGemvMaxSmem && p.segments <= a.counter_count &&
+           p.piece_floats <= a.piece_floats;
+  return p;
+}
+
+template <int KB, typename T, int M>
+void launch_grouped_instance(const GemvArgs& a, cudaStream_t stream) {
+  const GemvGroupedPlan p = plan_grouped_instance<KB, T, M>(a);
+  KBIT_REQUIRE(p.fits, "grouped gemv: ", a.M, " rows over ", a.experts, " experts of K = ", a.K, " need ", p.smem,
+               " bytes of shared memory (at most ", kGemvMaxSmem, "), ", p.segments, " counters (workspace: ",
+               a.counter_count, ") and ", p.piece_floats, " partial floats (workspace: ", a.piece_floats, ")");
+  gemv_ctas_per_sm<KB, T, M, true>(p.smem);  // sets the shared-memory limit
+  GemvLaunch launch;
+  launch.x_rows = int(p.x_rows);
+  launch_gemv_kernel<KB, T, M, true>(a, gemv_smem_map(KB, p.x_rows, a.K, dynamic_smem_base(), a.experts), launch,
+                                     p.ctas, stream);
 }
 
 template <int KB>
 void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
-  KBIT_REQUIRE(a.M >= 1 && a.M <= kGemvMaxM, "gemv: M must be 1..", kGemvMaxM, ", got ", a.M);
   auto typed = [&]<typename T>() {
+    if (a.expert_offsets) {  // grouped: tiles of tile_rows rows
+      switch (a.tile_rows) {
+        case 1: return launch_grouped_instance<KB, T, 1>(a, stream);
+        case 2: return launch_grouped_instance<KB, T, 2>(a, stream);
+        case 4: return launch_grouped_instance<KB, T, 4>(a, stream);
+        default: throw Error(kbit::detail::concat("grouped gemv: tile rows must be 1, 2 or 4, got ", a.tile_rows));
+      }
+    }
+    KBIT_REQUIRE(a.M >= 1 && a.M <= kGemvMaxM, "gemv: M must be 1..", kGemvMaxM, ", got ", a.M);
     switch (a.M) {
       case 1: return launch_gemv_instance<KB, T, 1>(a, stream);
       case 2: return launch_gemv_instance<KB, T, 2>(a, stream);
@@ -441,6 +593,15 @@ void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
   if (t == DType::f16) return typed.template operator()<__half>();
   KBIT_REQUIRE(t == DType::bf16, "gemv: x must be F16 or BF16, got ", dtype_name(t));
   typed.template operator()<__nv_bfloat16>();
+}
+
+template <int KB>
+GemvGroupedPlan plan_grouped_gemv(const GemvArgs& a) {
+  switch (a.tile_rows) {
+    case 1: return plan_grouped_instance<KB, __half, 1>(a);
+    case 2: return plan_grouped_instance<KB, __half, 2>(a);
+    default: return plan_grouped_instance<KB, __half, 4>(a);
+  }
 }
 
 }  // namespace kbit::cuda::detail

@@ -9,6 +9,7 @@
 
 #include "kbit/dtype.h"
 #include "kbit/quantized_matrix.h"
+#include "linear_operands.h"
 
 namespace kbit::cuda::detail {
 
@@ -18,17 +19,7 @@ inline constexpr int kGemvMinUnits = 2;   // (stripe, supertile) units per warp 
 // Shared memory of one CTA that the GEMV may use (the H200's 227 KB per block).
 inline constexpr int64_t kGemvMaxSmem = 227 * 1024;
 
-struct GemvArgs {
-  const uint2* words = nullptr;   // mma16 words, [stripe][supertile][plane][lane] 8-byte units
-  const uint2* scales = nullptr;  // mma16 scales, [stripe][supertile][g] 8-byte units
-  const DeviceMeta* meta = nullptr;
-  const void* x = nullptr;  // [M, K] rows of ldx elements (f16 or bf16)
-  int64_t ldx = 0;
-  void* y = nullptr;  // [M, N] rows of ldy elements, x's dtype
-  int64_t ldy = 0;
-  const void* bias = nullptr;      // [N] or null
-  const void* residual = nullptr;  // [M, N] rows of ldr elements, or null (may alias y)
-  int64_t ldr = 0;
+struct GemvArgs : LinearOperands {
   float* pieces = nullptr;         // [2 * warps of the grid][16][M] partial sums of split stripes
   int64_t piece_floats = 0;        // capacity of pieces
   unsigned* counters = nullptr;    // [stripes], zero between calls
@@ -43,6 +34,19 @@ struct GemvArgs {
   // that level times the fp16 block-scale factor 16 (the tensor scale comes from meta).
   uint16_t codebook16[32] = {};
   float out_factor = 1.0f;
+  // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows (stripes per
+  // expert), x and y are [M, *] rows in expert order, expert e owning rows
+  // [expert_offsets[e], expert_offsets[e + 1]) (device memory); each non-empty expert's
+  // rows are taken tile_rows (1, 2 or 4) at a time. No bias or residual.
+  const int32_t* expert_offsets = nullptr;
+  int experts = 0;
+  int tile_rows = 1;
+};
+
+// What a grouped launch needs, for the most tiles the rows can make.
+struct GemvGroupedPlan {
+  int64_t ctas = 0, x_rows = 0, smem = 0, segments = 0, piece_floats = 0;
+  bool fits = false;  // shared memory, counters and partials all within their limits
 };
 
 // Where dynamic shared memory starts in a CTA's shared window on the current GPU
@@ -51,6 +55,12 @@ int dynamic_smem_base();
 
 // Shared memory the GEMV needs for (bits, M, K); 0 when it does not fit in one CTA.
 int64_t gemv_smem_bytes(int bits, int64_t m, int64_t k);
+
+// Grouped mode (a.expert_offsets set): whether it fits, and its sizes.
+GemvGroupedPlan plan_grouped_gemv_k2(const GemvArgs& a);
+GemvGroupedPlan plan_grouped_gemv_k3(const GemvArgs& a);
+GemvGroupedPlan plan_grouped_gemv_k4(const GemvArgs& a);
+GemvGroupedPlan plan_grouped_gemv_k5(const GemvArgs& a);
 
 void launch_gemv_k2(const GemvArgs& a, DType t, cudaStream_t stream);
 void launch_gemv_k3(const GemvArgs& a, DType t, cudaStream_t stream);

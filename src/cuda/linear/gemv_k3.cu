@@ -1,6 +1,7 @@
-// Instantiations of the CUDA-core GEMV for k = 3 (M = 1..4, fp16 and bf16).
+// Instantiations of the CUDA-core GEMV for k = 3 (M = 1..4, fp16 and bf16; grouped with tiles of 1, 2, 4 rows).
 #include "gemv.cuh"
 
 namespace kbit::cuda::detail {
 void launch_gemv_k3(const GemvArgs& a, DType t, cudaStream_t stream) { launch_gemv<3>(a, t, stream); }
+GemvGroupedPlan plan_grouped_gemv_k3(const GemvArgs& a) { return plan_grouped_gemv<3>(a); }
 }  // namespace kbit::cuda::detail
