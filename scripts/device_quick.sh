@@ -22,6 +22,9 @@ for step in ${KBIT_STEPS:-}; do
     moe_bench) echo "== kbit bench moe ${KBIT_MOE_ARGS:-}"
       timeout "${KBIT_MOE_TIMEOUT:-150}" build-dev/kbit bench moe ${KBIT_MOE_ARGS:-} --json "$OUT/moe_bench.jsonl" \
         > "$OUT/moe_bench.txt" 2>&1; echo "rc=$?"; cat "$OUT/moe_bench.txt" ;;
+    moe_bench2) echo "== kbit bench moe ${KBIT_MOE_ARGS2:-}"
+      timeout "${KBIT_MOE_TIMEOUT:-150}" build-dev/kbit bench moe ${KBIT_MOE_ARGS2:-} --json "$OUT/moe_bench2.jsonl" \
+        > "$OUT/moe_bench2.txt" 2>&1; echo "rc=$?"; cat "$OUT/moe_bench2.txt" ;;
     stream_bench) echo "== kbit stream-bench ${KBIT_STREAM_ARGS:-}"
       timeout "${KBIT_STREAM_TIMEOUT:-100}" build-dev/kbit stream-bench ${KBIT_STREAM_ARGS:-} > "$OUT/stream_bench.txt" 2>&1
       echo "rc=$?"; cat "$OUT/stream_bench.txt" | tail -30 ;;

@@ -10,6 +10,33 @@
 #include "kbit/moe.h"
 
 namespace kbit {
+
+bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w, int64_t experts,
+                              const int32_t* expert_offsets, const MutableTensorView& y, LinearWorkspace& ws,
+                              cudaStream_t stream, int tile_rows, bool pdl) {
+  const int64_t p = y.rows, n = y.cols, k = w.cols();
+  KBIT_REQUIRE(source.cols == (in.swiglu ? 2 * k : k) && (in.gather ? source.rows * in.gather_div == p : source.rows == p),
+               "grouped gemv: the source x [", source.rows, ", ", source.cols, "] does not give [", p, ", ", k,
+               "] rows");
+  KBIT_REQUIRE(!in.gather || in.gather_div >= 1, "grouped gemv: gather_div must be >= 1");
+  // A rotation would have to apply after the gather or SwiGLU: the caller's separate path.
+  if (w.layout() != Layout::mma16 || w.rotation()) return false;
+  // Tiles of 1, 2 or 4 rows by the rows an active expert gets on average: each tile
+  // reads its expert's weights once.
+  if (!tile_rows) tile_rows = p <= experts / 4 ? 1 : p <= experts ? 2 : 4;
+  const TensorView rows_view{source.data, source.dtype, p, k, source.stride()};
+  cuda::detail::GemvArgs g = gemv_args(w, rows_view, y, ws);
+  g.stripes = int(n / 16);  // per expert
+  g.N = int(n);
+  g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
+  g.pdl = g.pdl || pdl;
+  g.x_gather = in.gather, g.x_gather_div = in.gather_div, g.x_swiglu = in.swiglu;
+  g.x_vec = g.x_vec && (!in.swiglu || k % 8 == 0);  // the up half starts K elements on
+  if (!plan_grouped_gemv(w.bits(), g).fits) return false;
+  launch_gemv(w.bits(), g, source.dtype, stream);
+  return true;
+}
+
 void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t experts, const int32_t* expert_offsets,
                    const MutableTensorView& y, LinearWorkspace& ws, cudaStream_t stream, const ExpertLinearOptions& o) {
   detail::check_matrix(w, "expert_linear weight", Memory::device);
@@ -40,20 +67,9 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                "expert_linear: path must be auto, gemv or fused_mma, got ", linear_path_name(o.path));
   const bool fused_overrides = o.n_tiles || o.warps || o.items != LinearItems::automatic;
   if (o.path == LinearPath::gemv || (o.path == LinearPath::automatic && !fused_overrides && p <= kGroupedGemvMaxRows)) {
-    // Tiles of 1, 2 or 4 rows by the rows an active expert gets on average: each tile
-    // reads its expert's weights once.
-    const int tile_rows = o.tile_rows ? o.tile_rows : p <= experts / 4 ? 1 : p <= experts ? 2 : 4;
-    KBIT_REQUIRE(tile_rows == 1 || tile_rows == 2 || tile_rows == 4, "expert_linear: tile_rows must be 1, 2 or 4, got ",
-                 tile_rows);
-    cuda::detail::GemvArgs g = detail::gemv_args(w, x, y, ws);
-    g.stripes = int(n / 16);  // per expert
-    g.N = int(n);
-    g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
-    g.pdl = g.pdl || o.pdl;
-    if (detail::plan_grouped_gemv(w.bits(), g).fits) {
-      detail::launch_gemv(w.bits(), g, x.dtype, stream);
-      return;
-    }
+    KBIT_REQUIRE(o.tile_rows == 0 || o.tile_rows == 1 || o.tile_rows == 2 || o.tile_rows == 4,
+                 "expert_linear: tile_rows must be 1, 2 or 4, got ", o.tile_rows);
+    if (detail::try_grouped_gemv(x, {}, w, experts, expert_offsets, y, ws, stream, o.tile_rows, o.pdl)) return;
     KBIT_REQUIRE(o.path != LinearPath::gemv, "expert_linear: the grouped gemv does not fit: ", p, " rows, K = ", k,
                  " (see GemvGroupedPlan)");
   }

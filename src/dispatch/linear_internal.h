@@ -45,6 +45,26 @@ cuda::detail::GemvArgs gemv_args(const QuantizedMatrix& w, const TensorView& x, 
                                  LinearWorkspace& ws);
 // The grouped GEMV's sizes for these arguments (a.expert_offsets, experts, tile_rows set).
 cuda::detail::GemvGroupedPlan plan_grouped_gemv(int bits, const cuda::detail::GemvArgs& a);
+// How a GEMV stages x from a source other than its own rows (kbit::moe_forward's
+// fusions): row r from source row gather[r] / gather_div; with swiglu the source holds
+// [gate | up] halves of K columns and the GEMV reads silu(gate) * up, as cuda::swiglu.
+struct GemvInput {
+  const int32_t* gather = nullptr;
+  int gather_div = 1;
+  bool swiglu = false;
+};
+// expert_linear by the grouped GEMV (y.rows rows), x staged from `source` by `in`;
+// tile_rows 0 picks it from the rows per expert. False, nothing launched, when its
+// bounds do not fit the workspace or shared memory. Callers check W (no rotation:
+// it would have to apply after the transform) and the views.
+bool try_grouped_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w, int64_t experts,
+                      const int32_t* expert_offsets, const MutableTensorView& y, LinearWorkspace& ws,
+                      cudaStream_t stream, int tile_rows = 0, bool pdl = false);
+// kbit::linear without bias or residual by the dense GEMV, x staged from `source` by
+// `in`, when plan_linear takes the GEMV for these sizes (force: whenever the GEMV
+// supports them); false, nothing launched, otherwise.
+bool try_dense_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w,
+                    const MutableTensorView& y, LinearWorkspace& ws, cudaStream_t stream, bool force = false);
 // The fused kernel's arguments for W (mma16) and x, y: pointers, sizes, geometry.
 cuda::detail::FusedArgs fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y);
 

@@ -1,12 +1,13 @@
 // kbit::moe_forward and its workspace: route, gather, grouped gate+up, SwiGLU,
 // grouped down and the weighted combine (plus the shared expert), all on the
-// caller's stream.
+// caller's stream. At decode sizes the gather and SwiGLU fold into the GEMVs' x staging.
 #include <algorithm>
 
 #include "core/checks.h"
 #include "cuda/device_checks.h"
 #include "kbit/cuda.h"
 #include "kbit/moe.h"
+#include "dispatch/linear_internal.h"
 
 namespace kbit {
 
@@ -71,27 +72,45 @@ void moe_forward(const TensorView& x, const float* router_logits, const MoeWeigh
                      w.shared_down->cols() == si,
                  "moe_forward: the shared expert must be [", 2 * si, ", ", h, "] and [", h, ", ", si, "]");
   }
+  for (const QuantizedMatrix* m : {w.gate_up, w.down, w.shared_gate_up, w.shared_down})
+    if (m) detail::check_matrix(*m, "moe_forward weight", Memory::device);
+  detail::check_activation(x, "moe_forward x");
+  detail::check_activation(y, "moe_forward y");
   if (t == 0) return;
   auto& im = ws.impl();
   const int64_t pairs = t * o.top_k;
   const DeviceRouting r = ws.routing();
   cuda::route(router_logits, t, e, o.top_k, o.routing, r, stream);
-  const MutableTensorView xs{im.x_sorted.data(), x.dtype, pairs, h};
-  cuda::gather_rows(x, r.sorted_pair, o.top_k, xs, stream);
+  // Decode-sized calls fold the gather of x into the gate+up GEMV's x staging and
+  // SwiGLU into the down GEMV's (two launches fewer); W with a rotation, or rows past
+  // the grouped GEMV's bound, take the separate kernels. The folded GEMVs launch with
+  // PDL: they wait for the previous kernel before reading anything it wrote.
+  const bool fold = pairs <= kGroupedGemvMaxRows;
   const MutableTensorView gu{im.gate_up.data(), x.dtype, pairs, 2 * inter};
-  expert_linear(xs, *w.gate_up, e, r.offsets, gu, *im.linear, stream);
-  const MutableTensorView hid{im.hidden.data(), x.dtype, pairs, inter};
-  cuda::swiglu(gu, hid, stream);
+  if (!(fold && !w.gate_up->rotation() &&
+        detail::try_grouped_gemv(x, {r.sorted_pair, o.top_k, false}, *w.gate_up, e, r.offsets, gu, *im.linear, stream,
+                                  0, true))) {
+    const MutableTensorView xs{im.x_sorted.data(), x.dtype, pairs, h};
+    cuda::gather_rows(x, r.sorted_pair, o.top_k, xs, stream);
+    expert_linear(xs, *w.gate_up, e, r.offsets, gu, *im.linear, stream);
+  }
   const MutableTensorView out{im.expert_out.data(), x.dtype, pairs, h};
-  expert_linear(hid, *w.down, e, r.offsets, out, *im.linear, stream);
+  if (!(fold && !w.down->rotation() &&
+        detail::try_grouped_gemv(gu, {nullptr, 1, true}, *w.down, e, r.offsets, out, *im.linear, stream, 0, true))) {
+    const MutableTensorView hid{im.hidden.data(), x.dtype, pairs, inter};
+    cuda::swiglu(gu, hid, stream);
+    expert_linear(hid, *w.down, e, r.offsets, out, *im.linear, stream);
+  }
   bool accumulate = false;
   if (w.shared_gate_up) {
     const int64_t si = l.shared_intermediate;
     const MutableTensorView sgu{im.shared_gate_up.data(), x.dtype, t, 2 * si};
     linear(x, *w.shared_gate_up, sgu, *im.linear, stream);
-    const MutableTensorView sh{im.shared_hidden.data(), x.dtype, t, si};
-    cuda::swiglu(sgu, sh, stream);
-    linear(sh, *w.shared_down, y, *im.linear, stream);
+    if (!detail::try_dense_gemv(sgu, {nullptr, 1, true}, *w.shared_down, y, *im.linear, stream)) {
+      const MutableTensorView sh{im.shared_hidden.data(), x.dtype, t, si};
+      cuda::swiglu(sgu, sh, stream);
+      linear(sh, *w.shared_down, y, *im.linear, stream);
+    }
     accumulate = true;
   }
   cuda::combine(out, r, o.top_k, y, accumulate, stream);

@@ -5,14 +5,17 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "kbit/cpu.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/moe.h"
+#include "dispatch/linear_internal.h"
 #include "support/gpu_test_support.h"
 
 namespace kbit {
@@ -243,7 +246,7 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t hidden = 64, inter = 32, experts = 8, shared_inter = 48;
   const int top_k = 2;
-  for (int64_t tokens : {1, 5, 16})
+  for (int64_t tokens : {1, 5, 16, 80})  // 80 x top-2 = 160 rows: past the grouped GEMV, unfolded
     for (bool shared : {false, true}) {
       const std::string what = "T=" + std::to_string(tokens) + (shared ? " shared" : "");
       uint64_t seed = 500 + uint64_t(tokens) * 2 + (shared ? 1 : 0);
@@ -302,7 +305,7 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
       MoeWeights w;
       w.gate_up = &gud, w.down = &dnd, w.experts = experts;
       if (shared) w.shared_gate_up = &sgud, w.shared_down = &sdnd;
-      MoeWorkspace ws({16, hidden, inter, experts, top_k, shared ? shared_inter : 0});
+      MoeWorkspace ws({80, hidden, inter, experts, top_k, shared ? shared_inter : 0});
       Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(tokens * hidden) * 2);
       Buffer ld = Buffer::allocate(Memory::device, logits.size() * 4);
       ASSERT_EQ(cudaMemcpy(ld.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
@@ -315,6 +318,87 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
           },
           yd, DType::bf16, ref, tokens * hidden, what);
     }
+}
+
+// moe_forward's folds: a GEMV that stages x through the gather of rows or through
+// SwiGLU gives exactly what the separate kernel followed by the GEMV gives (both round
+// the intermediate to x's type), grouped and dense, vector and scalar x loads.
+TEST(GpuGemvStagedInput, GatherAndSwigluFoldsEqualTheSeparateKernelsBitForBit) {
+  KBIT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 900;
+  const int64_t experts = 8, n = 64, top_k = 2;
+  for (int bits : {2, 3, 4, 5})
+    for (DType dt : {DType::bf16, DType::f16})
+      for (int64_t k : {100, 1032}) {  // 100: rows not 16-byte aligned (scalar loads)
+        const std::string what = "k=" + std::to_string(bits) + " " + std::string(dtype_name(dt)) + " K=" +
+                                 std::to_string(k);
+        const QuantizedMatrix wg = cuda::to_device(cpu::repack(
+            cpu::quantize(random_matrix(experts * n, k, DType::bf16, seed++, 0.1f).view(), Codebook::bnf(bits)),
+            Layout::mma16));
+        const QuantizedMatrix wd = cuda::to_device(
+            cpu::repack(cpu::quantize(random_matrix(n, k, DType::bf16, seed++, 0.1f).view(), Codebook::bnf(bits)),
+                        Layout::mma16));
+        LinearWorkspace ws({64, experts * n, 2 * k, false});
+        std::mt19937 rng(uint32_t(seed++));
+        auto bits_of = [&](const Buffer& b, int64_t count) { return test::download16(b.data(), size_t(count)); };
+        auto poisoned = [&](int64_t count) {
+          Buffer b = Buffer::allocate(Memory::device, size_t(count) * 2);
+          EXPECT_EQ(cudaMemset(b.data(), 0xff, b.size()), cudaSuccess);
+          return b;
+        };
+        for (int64_t tokens : {1, 2, 24}) {
+          const int64_t pairs = tokens * top_k;
+          // A routing: random counts per expert (empty ones included), a random permutation.
+          std::vector<int32_t> offsets(static_cast<size_t>(experts + 1), 0), sorted(static_cast<size_t>(pairs));
+          for (int64_t p = 0; p < pairs; ++p) ++offsets[size_t(1 + rng() % experts)];
+          for (int64_t e = 0; e < experts; ++e) offsets[size_t(e + 1)] += offsets[size_t(e)];
+          for (int64_t p = 0; p < pairs; ++p) sorted[size_t(p)] = int32_t(p);
+          std::shuffle(sorted.begin(), sorted.end(), rng);
+          Buffer od = Buffer::allocate(Memory::device, offsets.size() * 4);
+          Buffer sd = Buffer::allocate(Memory::device, sorted.size() * 4);
+          ASSERT_EQ(cudaMemcpy(od.data(), offsets.data(), od.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(sd.data(), sorted.data(), sd.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          const int32_t* off = static_cast<const int32_t*>(od.data());
+          const int32_t* sp = static_cast<const int32_t*>(sd.data());
+          const HostMatrix x = random_matrix(tokens, k, dt, seed++), gu = random_matrix(pairs, 2 * k, dt, seed++, 2.0f);
+          const Buffer xd = upload(x), gud = upload(gu);
+          const TensorView xv{xd.data(), dt, tokens, k}, guv{gud.data(), dt, pairs, 2 * k};
+          ExpertLinearOptions gemv;
+          gemv.path = LinearPath::gemv;
+          // grouped, gather
+          Buffer xs = poisoned(pairs * k), ya = poisoned(pairs * n), yb = poisoned(pairs * n);
+          cuda::gather_rows(xv, sp, int(top_k), MutableTensorView{xs.data(), dt, pairs, k}, nullptr);
+          expert_linear(TensorView{xs.data(), dt, pairs, k}, wg, experts, off, MutableTensorView{ya.data(), dt, pairs, n},
+                        ws, nullptr, gemv);
+          EXPECT_TRUE(detail::try_grouped_gemv(xv, {sp, int(top_k), false}, wg, experts, off,
+                                               MutableTensorView{yb.data(), dt, pairs, n}, ws, nullptr))
+              << what;
+          EXPECT_EQ(bits_of(ya, pairs * n), bits_of(yb, pairs * n)) << what << " grouped gather T=" << tokens;
+          // grouped, SwiGLU
+          Buffer h = poisoned(pairs * k), za = poisoned(pairs * n), zb = poisoned(pairs * n);
+          cuda::swiglu(guv, MutableTensorView{h.data(), dt, pairs, k}, nullptr);
+          expert_linear(TensorView{h.data(), dt, pairs, k}, wg, experts, off, MutableTensorView{za.data(), dt, pairs, n},
+                        ws, nullptr, gemv);
+          EXPECT_TRUE(detail::try_grouped_gemv(guv, {nullptr, 1, true}, wg, experts, off,
+                                               MutableTensorView{zb.data(), dt, pairs, n}, ws, nullptr))
+              << what;
+          EXPECT_EQ(bits_of(za, pairs * n), bits_of(zb, pairs * n)) << what << " grouped swiglu T=" << tokens;
+          if (pairs > 4) continue;
+          // dense (M = pairs <= 4), gather and SwiGLU
+          LinearOptions dense;
+          dense.path = LinearPath::gemv;
+          Buffer da = poisoned(pairs * n), db = poisoned(pairs * n);
+          linear(TensorView{xs.data(), dt, pairs, k}, wd, MutableTensorView{da.data(), dt, pairs, n}, ws, nullptr, dense);
+          EXPECT_TRUE(detail::try_dense_gemv(xv, {sp, int(top_k), false}, wd, MutableTensorView{db.data(), dt, pairs, n},
+                                             ws, nullptr, true));
+          EXPECT_EQ(bits_of(da, pairs * n), bits_of(db, pairs * n)) << what << " dense gather M=" << pairs;
+          Buffer ea = poisoned(pairs * n), eb = poisoned(pairs * n);
+          linear(TensorView{h.data(), dt, pairs, k}, wd, MutableTensorView{ea.data(), dt, pairs, n}, ws, nullptr, dense);
+          EXPECT_TRUE(detail::try_dense_gemv(guv, {nullptr, 1, true}, wd, MutableTensorView{eb.data(), dt, pairs, n}, ws,
+                                             nullptr, true));
+          EXPECT_EQ(bits_of(ea, pairs * n), bits_of(eb, pairs * n)) << what << " dense swiglu M=" << pairs;
+        }
+      }
 }
 
 TEST(GpuRouting, BadInputIsAClearError) {

@@ -116,24 +116,49 @@ __device__ __forceinline__ float bits16_to_float(uint32_t b) {
   }
 }
 
-// 8 activations of row t from column col as floats (zeros past K and past row M).
-template <typename T>
-__device__ __forceinline__ void load_x8_float(const GemvArgs& a, int t, int col, float (&v)[8]) {
-  const uint16_t* p = static_cast<const uint16_t*>(a.x) + int64_t(t) * a.ldx + col;
-  if (t >= a.M) {
+// The raw 16-bit activations of 8 columns from col of staged row t: `a` from x's row t
+// (its row x_gather[t] / x_gather_div when gathering; the gate half with SwiGLU), `b`
+// the up half (SwiGLU only); zeros past K and past row M. Loads only, so that a thread
+// can have several chunks in flight.
+struct XRaw {
+  uint4 a = make_uint4(0u, 0u, 0u, 0u), b = make_uint4(0u, 0u, 0u, 0u);
+};
+__device__ __forceinline__ XRaw load_x8_raw(const GemvArgs& a, int t, int col) {
+  XRaw r;
+  if (t >= a.M) return r;
+  const int64_t row = a.x_gather ? int64_t(__ldg(a.x_gather + t) / a.x_gather_div) : int64_t(t);
+  const uint16_t* p = static_cast<const uint16_t*>(a.x) + row * a.ldx + col;
+  auto load8 = [&](const uint16_t* q) {
+    if (a.x_vec && col + 8 <= a.K) return __ldg(reinterpret_cast<const uint4*>(q));
+    uint32_t w[4];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = 0.0f;
-  } else if (a.x_vec && col + 8 <= a.K) {
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+    for (int i = 0; i < 4; ++i)
+      w[i] = (col + 2 * i < a.K ? uint32_t(q[2 * i]) : 0u) | (col + 2 * i + 1 < a.K ? uint32_t(q[2 * i + 1]) << 16 : 0u);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  };
+  r.a = load8(p);
+  if (a.x_swiglu) r.b = load8(p + a.K);
+  return r;
+}
+
+// The 8 activations of a raw chunk as floats (SwiGLU applied and rounded to T as
+// cuda::swiglu writes it).
+template <typename T>
+__device__ __forceinline__ void x8_to_float(const GemvArgs& a, const XRaw& r, float (&v)[8]) {
+  auto unpack = [](const uint4& q, float (&out)[8]) {
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      v[2 * i] = bits16_to_float<T>(w[i] & 0xffffu);
-      v[2 * i + 1] = bits16_to_float<T>(w[i] >> 16);
+      out[2 * i] = bits16_to_float<T>(w[i] & 0xffffu);
+      out[2 * i + 1] = bits16_to_float<T>(w[i] >> 16);
     }
-  } else {
+  };
+  unpack(r.a, v);
+  if (a.x_swiglu) {
+    float up[8];
+    unpack(r.b, up);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = col + i < a.K ? bits16_to_float<T>(p[i]) : 0.0f;
+    for (int i = 0; i < 8; ++i) v[i] = Element<T>::to_float(Element<T>::from_float(v[i] / (1.0f + expf(-v[i])) * up[i]));
   }
 }
 
@@ -301,32 +326,45 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   {
     const uint32_t xs = sbase + uint32_t(x_off);
-    for (int64_t chunk = threadIdx.x; chunk < launch.x_rows * kpad / 8; chunk += kThreads) {  // 16 | kThreads
-      const int t = int(chunk / (kpad / 8));
-      const int col = int(chunk % (kpad / 8)) * 8;
-      float v[8];
-      load_x8_float<T>(args, row_base + t, col, v);
-      float m = 0.0f;
+    // Chunks of 8 columns; a thread loads kBatch chunks before converting any, so that
+    // long rows (K = 12288, or 4 rows) do not pay one global latency per chunk.
+    constexpr int kBatch = 4;
+    const int row_chunks = int(kpad / 8), chunks = launch.x_rows * row_chunks;  // 16 | row_chunks
+    for (int c0 = int(threadIdx.x); c0 < chunks; c0 += kBatch * kThreads) {
+      XRaw raw[kBatch];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
-      const unsigned half_warp = 0xffffu << (threadIdx.x & 16);  // a run of 16 threads
-#pragma unroll
-      for (int off = 8; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(half_warp, m, off));
-      int e = 0;
-      if (m > 0.0f && isfinite(m)) {
-        int ex;
-        frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(9 - ex) in [256, 512)
-        e = max(-100, min(100, 9 - ex));
+      for (int b = 0; b < kBatch; ++b) {
+        const int chunk = c0 + b * kThreads;
+        if (chunk < chunks) raw[b] = load_x8_raw(args, row_base + chunk / row_chunks, chunk % row_chunks * 8);
       }
-      const float scale = __int_as_float((127 + e) << 23);
-      uint32_t h[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const __half2 p = __floats2half2_rn(v[2 * i] * scale, v[2 * i + 1] * scale);
-        h[i] = *reinterpret_cast<const uint32_t*>(&p);
+      for (int b = 0; b < kBatch; ++b) {
+        const int chunk = c0 + b * kThreads;
+        if (chunk >= chunks) break;  // the same for the 16 threads of a run
+        float v[8];
+        x8_to_float<T>(args, raw[b], v);
+        float m = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
+        const unsigned half_warp = 0xffffu << (threadIdx.x & 16);  // a run of 16 threads
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(half_warp, m, off));
+        int e = 0;
+        if (m > 0.0f && isfinite(m)) {
+          int ex;
+          frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(9 - ex) in [256, 512)
+          e = max(-100, min(100, 9 - ex));
+        }
+        const float scale = __int_as_float((127 + e) << 23);
+        uint32_t h[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const __half2 p = __floats2half2_rn(v[2 * i] * scale, v[2 * i + 1] * scale);
+          h[i] = *reinterpret_cast<const uint32_t*>(&p);
+        }
+        sts128(xs + uint32_t(chunk * 16), make_uint4(h[0], h[1], h[2], h[3]));
+        if ((threadIdx.x & 15) == 0) x_scales[chunk / 16] = __int_as_float((127 - e) << 23);
       }
-      sts128(xs + uint32_t(chunk * 16), make_uint4(h[0], h[1], h[2], h[3]));
-      if ((threadIdx.x & 15) == 0) x_scales[chunk / 16] = __int_as_float((127 - e) << 23);
     }
   }
   __syncthreads();

@@ -41,6 +41,13 @@ struct GemvArgs : LinearOperands {
   const int32_t* expert_offsets = nullptr;
   int experts = 0;
   int tile_rows = 1;
+  // Where the staged x comes from (kbit::moe_forward folds its gather and SwiGLU into
+  // the GEMV this way): row r is row x_gather[r] / x_gather_div of x (null: row r);
+  // with x_swiglu, x rows hold [gate | up] halves of K columns each and column c is
+  // silu(gate[c]) * up[c] rounded to x's type, as cuda::swiglu writes it.
+  const int32_t* x_gather = nullptr;
+  int x_gather_div = 1;
+  bool x_swiglu = false;
 };
 
 // What a grouped launch needs, for the most tiles the rows can make.
