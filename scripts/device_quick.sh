@@ -57,5 +57,6 @@ for step in ${KBIT_STEPS:-}; do
   esac
 done
 # The device tool returns only a handful of files per call: pack everything into one.
-(cd "$OUT" && tar czf results.tgz --exclude=results.tgz . 2>/dev/null && find . -type f ! -name results.tgz -delete)
+# (tar writes outside $OUT: an archive inside the folder it reads changes under it.)
+(cd "$OUT" && tar czf /tmp/kbit-results.tgz . && find . -type f -delete && mv /tmp/kbit-results.tgz results.tgz)
 echo "== results in \$OUT/results.tgz"

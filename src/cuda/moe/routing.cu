@@ -6,7 +6,7 @@
 // most 32 per lane, in registers, NaN read as -inf); top_k rounds of a warp argmax
 // (ties to the lower id, as the CPU reference); softmax with expf over the selected
 // (or all) logits, sums by a fixed xor-butterfly.
-// Order: one CTA of 16 warps. Each warp owns a contiguous segment of pairs and counts
+// Order: one CTA of 16 warps (up to 64 tokens the same CTA selects first: one launch). Each warp owns a contiguous segment of pairs and counts
 // its experts (match_any groups, so no atomics); per expert an exclusive prefix over
 // warps, then over experts (block scan) gives offsets and each warp's first row per
 // expert; each warp then places its pairs in order (rank = earlier lanes of the same
@@ -25,13 +25,12 @@ namespace {
 
 constexpr int kSelectWarpsPerCta = 4;
 constexpr int kOrderWarps = 16;
+constexpr int kRouteSmallMaxTokens = 64;  // up to here one CTA selects and orders (one launch)
 
-__global__ void __launch_bounds__(kSelectWarpsPerCta * 32)
-    route_select_kernel(const float* __restrict__ logits, int tokens, int experts, int top_k, int softmax_all,
-                        int32_t* __restrict__ expert, float* __restrict__ weight) {
+// The top_k experts and weights of token t, by one warp.
+__device__ __forceinline__ void select_token(const float* __restrict__ logits, int t, int experts, int top_k,
+                                             int softmax_all, int32_t* expert, float* weight) {
   const int lane = int(threadIdx.x & 31);
-  const int t = int(blockIdx.x) * kSelectWarpsPerCta + int(threadIdx.x >> 5);
-  if (t >= tokens) return;  // the whole warp
   const float* l = logits + int64_t(t) * experts;
   float v[32];
   uint32_t taken = 0;  // bit j: logit lane + 32 j is selected or past E
@@ -79,10 +78,19 @@ __global__ void __launch_bounds__(kSelectWarpsPerCta * 32)
   }
 }
 
-__global__ void __launch_bounds__(kOrderWarps * 32)
-    route_order_kernel(const int32_t* __restrict__ expert, int pairs, int experts, int32_t* __restrict__ offsets,
-                       int32_t* __restrict__ sorted_pair, int32_t* __restrict__ pair_row) {
-  extern __shared__ int32_t smem[];
+__global__ void __launch_bounds__(kSelectWarpsPerCta * 32)
+    route_select_kernel(const float* __restrict__ logits, int tokens, int experts, int top_k, int softmax_all,
+                        int32_t* __restrict__ expert, float* __restrict__ weight) {
+  const int t = int(blockIdx.x) * kSelectWarpsPerCta + int(threadIdx.x >> 5);
+  if (t >= tokens) return;  // the whole warp
+  select_token(logits, t, experts, top_k, softmax_all, expert, weight);
+}
+
+// Offsets, sorted_pair and pair_row from the pairs' experts, by one CTA of kOrderWarps
+// warps (`expert` may have been written by this CTA before a __syncthreads).
+__device__ __forceinline__ void order_pairs(const int32_t* expert, int pairs, int experts, int32_t* __restrict__ offsets,
+                                            int32_t* __restrict__ sorted_pair, int32_t* __restrict__ pair_row,
+                                            int32_t* smem) {
   int32_t* hist = smem;                              // [kOrderWarps][E]: counts, then first rows
   int32_t* warp_totals = smem + kOrderWarps * experts;  // [kOrderWarps]
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -152,6 +160,26 @@ __global__ void __launch_bounds__(kOrderWarps * 32)
   }
 }
 
+__global__ void __launch_bounds__(kOrderWarps * 32)
+    route_order_kernel(const int32_t* __restrict__ expert, int pairs, int experts, int32_t* __restrict__ offsets,
+                       int32_t* __restrict__ sorted_pair, int32_t* __restrict__ pair_row) {
+  extern __shared__ int32_t smem[];
+  order_pairs(expert, pairs, experts, offsets, sorted_pair, pair_row, smem);
+}
+
+// Decode sizes: selection and order in one CTA, one launch fewer (each warp selects
+// its tokens, then the CTA orders the pairs it wrote).
+__global__ void __launch_bounds__(kOrderWarps * 32)
+    route_small_kernel(const float* __restrict__ logits, int tokens, int experts, int top_k, int softmax_all,
+                       int32_t* expert, float* __restrict__ weight, int32_t* __restrict__ offsets,
+                       int32_t* __restrict__ sorted_pair, int32_t* __restrict__ pair_row) {
+  extern __shared__ int32_t smem[];
+  for (int t = int(threadIdx.x >> 5); t < tokens; t += kOrderWarps)
+    select_token(logits, t, experts, top_k, softmax_all, expert, weight);
+  __syncthreads();  // the experts written above are visible to the whole CTA
+  order_pairs(expert, tokens * top_k, experts, offsets, sorted_pair, pair_row, smem);
+}
+
 template <typename T>
 __global__ void gather_rows_kernel(const T* __restrict__ x, int64_t ldx, const int32_t* __restrict__ sorted_pair,
                                    int top_k, T* __restrict__ out, int64_t ldo, int64_t cols, int vec) {
@@ -210,16 +238,29 @@ void route(const float* logits, int64_t tokens, int64_t experts, int top_k, Rout
            const DeviceRouting& out, cudaStream_t stream) {
   check_routing_shape(tokens, experts, top_k);
   require_device_routing(out, true);
+  const size_t smem = (size_t(kOrderWarps) * size_t(experts) + kOrderWarps) * sizeof(int32_t);
+  const int softmax_all = mode == RoutingMode::softmax_topk ? 1 : 0;
   if (tokens > 0) {
     detail::check_device_pointer(logits, "routing logits");
     KBIT_REQUIRE(reinterpret_cast<uintptr_t>(logits) % 4 == 0, "routing: logits are not 4-byte aligned");
+  }
+  if (tokens > 0 && tokens <= kRouteSmallMaxTokens) {
+    if (smem > 48 * 1024)
+      detail::check_cuda(cudaFuncSetAttribute(route_small_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                         "routing: shared memory size");
+    route_small_kernel<<<1, kOrderWarps * 32, smem, stream>>>(logits, int(tokens), int(experts), top_k, softmax_all,
+                                                              out.expert, out.weight, out.offsets, out.sorted_pair,
+                                                              out.pair_row);
+    detail::check_launch("routing kernel");
+    return;
+  }
+  if (tokens > 0) {
     KBIT_REQUIRE(tokens <= int64_t(0x7fffffff) / kSelectWarpsPerCta, "routing: too many tokens (", tokens, ")");
     const unsigned ctas = unsigned((tokens + kSelectWarpsPerCta - 1) / kSelectWarpsPerCta);
     route_select_kernel<<<ctas, kSelectWarpsPerCta * 32, 0, stream>>>(
-        logits, int(tokens), int(experts), top_k, mode == RoutingMode::softmax_topk ? 1 : 0, out.expert, out.weight);
+        logits, int(tokens), int(experts), top_k, softmax_all, out.expert, out.weight);
     detail::check_launch("routing select kernel");
   }
-  const size_t smem = (size_t(kOrderWarps) * size_t(experts) + kOrderWarps) * sizeof(int32_t);
   if (smem > 48 * 1024)
     detail::check_cuda(cudaFuncSetAttribute(route_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                        "routing: shared memory size");
