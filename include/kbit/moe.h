@@ -112,7 +112,7 @@ struct ExpertLinearOptions {
 // experts; no host synchronisation; graph-capturable; bit-identical run to run.
 // Checked against the CPU reference on the H200 (tests/cuda/moe_gpu_test.cpp); speed in
 // BENCHMARKS.md (GLM-4.7 decode: about 2x cuBLAS's grouped bf16 GEMM).
-inline constexpr int64_t kGroupedGemvMaxRows = 128;  // T = 16 decode tokens at top-8
+inline constexpr int64_t kGroupedGemvMaxRows = 256;  // T = 32 decode tokens at top-8, 25 at top-10
 void expert_linear(const TensorView& x_sorted, const QuantizedMatrix& w_stacked, int64_t experts,
                    const int32_t* expert_offsets, const MutableTensorView& y_sorted, LinearWorkspace& ws,
                    cudaStream_t stream, const ExpertLinearOptions& o = {});

@@ -211,7 +211,7 @@ TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
   for (int bits : {2, 4})
     for (int64_t experts : {1, 8, 160})
       for (int top_k : {1, 2, 8})
-        for (int64_t tokens : {1, 16, 300})
+        for (int64_t tokens : {1, 16, 30, 300})  // 30 x top-8 = 240 rows: the grouped GEMV's upper range
           for (int pattern = 0; pattern < 3; ++pattern) {
             if (top_k > experts || (pattern == 2 && experts < top_k + 3)) continue;
             check_expert_linear(bits, experts, n, k, top_k, tokens, pattern, seed);
@@ -225,7 +225,7 @@ TEST(GpuExpertLinear, GroupedGemvOnLargerExperts) {
   KBIT_SKIP_WITHOUT_GPU();
   uint64_t seed = 700;
   for (int bits : {2, 3, 4, 5})
-    for (auto [experts, top_k, tokens] : {std::tuple<int64_t, int, int64_t>{16, 4, 4}, {16, 2, 16}, {64, 8, 1}})
+    for (auto [experts, top_k, tokens] : {std::tuple<int64_t, int, int64_t>{16, 4, 4}, {16, 2, 16}, {64, 8, 1}, {64, 8, 30}})
       for (int pattern = 0; pattern < 2; ++pattern) {
         check_expert_linear(bits, experts, 512, 1024, top_k, tokens, pattern, seed);
         seed += 3;
