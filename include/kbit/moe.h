@@ -102,7 +102,8 @@ struct ExpertLinearOptions {
   bool pdl = false;  // programmatic dependent launch (the kernel waits before reading the offsets)
 };
 
-// Every expert's y_e = x_e W_e^T in one launch (kbit::linear's fused kernel, grouped):
+// Every expert's y_e = x_e W_e^T in one launch (up to kGroupedGemvMaxRows rows the
+// CUDA-core GEMV in grouped mode, above that kbit::linear's fused kernel, grouped):
 // x_sorted [P, K] and y_sorted [P, N] hold the rows in expert order, expert e owning
 // rows [expert_offsets[e], expert_offsets[e + 1]) (device int32 [experts + 1], e.g.
 // from cuda::route). w_stacked is the experts' weights as one quantized matrix
@@ -111,7 +112,7 @@ struct ExpertLinearOptions {
 // workspace's max_m then). Work is scheduled only for the token tiles of non-empty
 // experts; no host synchronisation; graph-capturable; bit-identical run to run.
 // Checked against the CPU reference on the H200 (tests/cuda/moe_gpu_test.cpp); speed in
-// BENCHMARKS.md (GLM-4.7 decode: about 2x cuBLAS's grouped bf16 GEMM).
+// BENCHMARKS.md (GLM-4.7 decode, k = 4: 2.5-3.6x cuBLAS's grouped bf16 GEMM).
 inline constexpr int64_t kGroupedGemvMaxRows = 256;  // T = 32 decode tokens at top-8, 25 at top-10
 void expert_linear(const TensorView& x_sorted, const QuantizedMatrix& w_stacked, int64_t experts,
                    const int32_t* expert_offsets, const MutableTensorView& y_sorted, LinearWorkspace& ws,
@@ -164,9 +165,11 @@ class MoeWorkspace {
 // y[T, H] = sum over the top_k experts e of token t of weight * down_e(swiglu(gate_up_e(x_t)))
 // (+ the shared expert's down(swiglu(gate_up(x_t))) when given), from router logits
 // [T, E] (fp32, device). Launches: route, gather, grouped gate+up, SwiGLU, grouped
-// down, combine (+ shared expert: gate+up, SwiGLU, down first); no host
-// synchronisation, graph-capturable. H200, GLM-4.7, k = 4, one decode token: 74.5 us,
-// 1.25x its two grouped GEMMs (1.15x with the shared expert; BENCHMARKS.md).
+// down, combine (+ shared expert: gate+up, SwiGLU, down before the combine); at decode
+// sizes (T x top_k <= kGroupedGemvMaxRows) the gather and SwiGLU fold into the GEMVs'
+// activation staging (4 launches, 6 with the shared expert). No host synchronisation,
+// graph-capturable. H200, GLM-4.7, k = 4, one decode token: 56.5 us, 1.30x its two
+// grouped GEMMs (1.16x with the shared expert; BENCHMARKS.md).
 void moe_forward(const TensorView& x, const float* router_logits, const MoeWeights& w, const MutableTensorView& y,
                  MoeWorkspace& ws, cudaStream_t stream, const MoeOptions& o = {});
 

@@ -25,10 +25,14 @@
 // Launch: one CTA of 16 warps per SM (the tables and x take 64-228 KB of shared
 // memory); grid of min(SMs, units / 32) CTAs, whole stripes per warp when splitting
 // would gain less than 2x.
-// Measured (H200, 2026-11-30, commit 408a747, BENCHMARKS.md), M = 1, k = 4: glm47 q
-// 15.4 us (2.17 TB/s, 49% of 4.40; fused kernel 25.4, cuBLAS bf16 32.8), shared_gu
-// 25.2 us (2.65 TB/s). Latency-bound (ncu at 04b1431: 22% occupancy at 105-128
-// registers, issue slots 45% busy, stalls on fixed-latency dependencies and loads).
+// Grouped mode (kbit::expert_linear at decode): units over (tile of 1/2/4 rows of a
+// non-empty expert, stripe, supertile) from the device offsets; x can be staged through
+// a row gather or SwiGLU (GemvArgs::x_gather, x_swiglu; kbit::moe_forward's folds).
+// Measured (H200, 2026-11-30, commit 3ce1160 / b216b93, BENCHMARKS.md), M = 1, k = 4:
+// glm47 q 15.5 us (2.16 TB/s, 49% of 4.40; fused kernel 25.4, cuBLAS bf16 35.1), k = 3
+// 15.1, k = 2 14.6; shared_gu 25.1 us (2.67 TB/s). Grouped, GLM-4.7 experts k = 4:
+// 1.8-3.3 TB/s at T = 1..16. Latency-bound (ncu: 22% occupancy at 104 registers,
+// issue slots 39% busy); ~5.5 us fixed per dense call, ~10 us per grouped call.
 #pragma once
 
 #include <cuda_bf16.h>
