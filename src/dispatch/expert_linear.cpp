@@ -19,8 +19,9 @@ bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, con
                "grouped gemv: the source x [", source.rows, ", ", source.cols, "] does not give [", p, ", ", k,
                "] rows");
   KBIT_REQUIRE(!in.gather || in.gather_div >= 1, "grouped gemv: gather_div must be >= 1");
-  // A rotation would have to apply after the gather or SwiGLU: the caller's separate path.
-  if (w.layout() != Layout::mma16 || w.rotation()) return false;
+  // A rotation would have to apply after the gather or SwiGLU: the caller's separate
+  // path. (Plain rows arrive already rotated from expert_linear.)
+  if (w.layout() != Layout::mma16 || (w.rotation() && (in.gather || in.swiglu))) return false;
   // Tiles of 1, 2 or 4 rows by the rows an active expert gets on average: each tile
   // reads its expert's weights once.
   if (!tile_rows) tile_rows = p <= experts / 4 ? 1 : p <= experts ? 2 : 4;

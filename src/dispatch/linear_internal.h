@@ -55,8 +55,8 @@ struct GemvInput {
 };
 // expert_linear by the grouped GEMV (y.rows rows), x staged from `source` by `in`;
 // tile_rows 0 picks it from the rows per expert. False, nothing launched, when its
-// bounds do not fit the workspace or shared memory. Callers check W (no rotation:
-// it would have to apply after the transform) and the views.
+// bounds do not fit the workspace or shared memory, or W carries a rotation and `in`
+// transforms x (the rotation would have to apply after the transform).
 bool try_grouped_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w, int64_t experts,
                       const int32_t* expert_offsets, const MutableTensorView& y, LinearWorkspace& ws,
                       cudaStream_t stream, int tile_rows = 0, bool pdl = false);

@@ -232,6 +232,42 @@ TEST(GpuExpertLinear, GroupedGemvOnLargerExperts) {
       }
 }
 
+// Experts quantized from rotated rows: expert_linear rotates x first, on every path.
+TEST(GpuExpertLinear, RotatedExpertsRotateTheActivations) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t experts = 4, n = 32, k = 512, rows = 6;
+  const std::vector<int32_t> offsets{0, 2, 2, 5, 6};  // expert 1 empty
+  Buffer od = Buffer::allocate(Memory::device, offsets.size() * 4);
+  ASSERT_EQ(cudaMemcpy(od.data(), offsets.data(), od.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  LinearWorkspace ws({rows, experts * n, k, false});
+  for (RotationMode mode : {RotationMode::block, RotationMode::row}) {
+    const Rotation rot = Rotation::make(mode, 64, k, 7);
+    HostMatrix w = random_matrix(experts * n, k, DType::f32, 41, 0.02f, 0.001);
+    hadamard_rotate(w.mutable_view(), rot);
+    QuantizedMatrix qh = cpu::quantize(w.view(), Codebook::bnf(3));
+    qh.set_rotation(rot);
+    const QuantizedMatrix qd = cuda::repack(cuda::to_device(qh), Layout::mma16, nullptr);
+    const HostMatrix x = random_matrix(rows, k, DType::f16, 42);
+    HostMatrix xr = random_matrix(rows, k, DType::f32, 0);
+    hadamard_rotate(x.view(), xr.mutable_view(), rot);
+    const std::vector<double> all = cpu::matmul_fp64(xr.view(), qh);  // [rows, experts * n]
+    std::vector<double> ref(size_t(rows * n));
+    for (int64_t e = 0; e < experts; ++e)
+      for (int32_t r = offsets[size_t(e)]; r < offsets[size_t(e) + 1]; ++r)
+        for (int64_t j = 0; j < n; ++j) ref[size_t(r * n + j)] = all[size_t(r * experts * n + e * n + j)];
+    Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);
+    for (LinearPath path : {LinearPath::automatic, LinearPath::gemv, LinearPath::fused_mma}) {
+      ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+      ExpertLinearOptions o;
+      o.path = path;
+      expert_linear(TensorView{xd.data(), DType::f16, rows, k}, qd, experts, static_cast<const int32_t*>(od.data()),
+                    MutableTensorView{yd.data(), DType::f16, rows, n}, ws, nullptr, o);
+      EXPECT_LE(test::relative_error(DType::f16, test::download16(yd.data(), size_t(rows * n)), ref, rows * n), 3e-3)
+          << (mode == RotationMode::block ? "block " : "row ") << linear_path_name(path);
+    }
+  }
+}
+
 // bf16 rounding, as the GPU stores every intermediate.
 double bf16_round(double v) { return bf16_bits_to_float(float_to_bf16_bits(float(v))); }
 
