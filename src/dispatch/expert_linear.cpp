@@ -14,25 +14,18 @@ namespace kbit {
 bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w, int64_t experts,
                               const int32_t* expert_offsets, const MutableTensorView& y, LinearWorkspace& ws,
                               cudaStream_t stream, int tile_rows, bool pdl) {
-  const int64_t p = y.rows, n = y.cols, k = w.cols();
-  KBIT_REQUIRE(source.cols == (in.swiglu ? 2 * k : k) && (in.gather ? source.rows * in.gather_div == p : source.rows == p),
-               "grouped gemv: the source x [", source.rows, ", ", source.cols, "] does not give [", p, ", ", k,
-               "] rows");
-  KBIT_REQUIRE(!in.gather || in.gather_div >= 1, "grouped gemv: gather_div must be >= 1");
+  const int64_t p = y.rows, n = y.cols;
   // A rotation would have to apply after the gather or SwiGLU: the caller's separate
   // path. (Plain rows arrive already rotated from expert_linear.)
   if (w.layout() != Layout::mma16 || (w.rotation() && (in.gather || in.swiglu))) return false;
   // Tiles of 1, 2 or 4 rows by the rows an active expert gets on average: each tile
   // reads its expert's weights once.
   if (!tile_rows) tile_rows = p <= experts / 4 ? 1 : p <= experts ? 2 : 4;
-  const TensorView rows_view{source.data, source.dtype, p, k, source.stride()};
-  cuda::detail::GemvArgs g = gemv_args(w, rows_view, y, ws);
+  cuda::detail::GemvArgs g = staged_gemv_args(w, source, in, y, ws);
   g.stripes = int(n / 16);  // per expert
   g.N = int(n);
   g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
   g.pdl = g.pdl || pdl;
-  g.x_gather = in.gather, g.x_gather_div = in.gather_div, g.x_swiglu = in.swiglu;
-  g.x_vec = g.x_vec && (!in.swiglu || k % 8 == 0);  // the up half starts K elements on
   if (!plan_grouped_gemv(w.bits(), g).fits) return false;
   launch_gemv(w.bits(), g, source.dtype, stream);
   return true;

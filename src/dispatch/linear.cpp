@@ -337,20 +337,29 @@ cuda::detail::GemvGroupedPlan detail::plan_grouped_gemv(int bits, const cuda::de
   return {};
 }
 
+cuda::detail::GemvArgs detail::staged_gemv_args(const QuantizedMatrix& w, const TensorView& source,
+                                                const GemvInput& in, const MutableTensorView& y, LinearWorkspace& ws) {
+  const int64_t rows = y.rows, k = w.cols();
+  KBIT_REQUIRE(!in.gather || in.gather_div >= 1, "gemv: gather_div must be >= 1, got ", in.gather_div);
+  KBIT_REQUIRE(source.cols == (in.swiglu ? 2 * k : k) &&
+                   (in.gather ? source.rows * in.gather_div == rows : source.rows == rows),
+               "gemv: the source x [", source.rows, ", ", source.cols, "] does not give [", rows, ", ", k, "] rows");
+  const TensorView rows_view{source.data, source.dtype, rows, k, source.stride()};
+  cuda::detail::GemvArgs a = gemv_args(w, rows_view, y, ws);
+  a.x_gather = in.gather, a.x_gather_div = in.gather_div, a.x_swiglu = in.swiglu;
+  a.x_vec = a.x_vec && (!in.swiglu || k % 8 == 0);  // the up half starts K elements on
+  return a;
+}
+
 bool detail::try_dense_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w,
                             const MutableTensorView& y, LinearWorkspace& ws, cudaStream_t stream, bool force) {
   const int64_t m = y.rows, n = w.rows(), k = w.cols();
   KBIT_REQUIRE(y.cols == n, "dense gemv: y has ", y.cols, " columns but W has N = ", n);
-  KBIT_REQUIRE(source.cols == (in.swiglu ? 2 * k : k) && (in.gather ? source.rows * in.gather_div == m : source.rows == m),
-               "dense gemv: the source x [", source.rows, ", ", source.cols, "] does not give [", m, ", ", k, "] rows");
   const auto& lim = ws.limits();
+  // A rotation would have to apply after the gather or SwiGLU.
   if (w.rotation() || w.layout() != Layout::mma16 || m > lim.max_m || n > lim.max_n || k > lim.max_k) return false;
   if (force ? !gemv_supports(m, k, w.bits()) : plan_linear(m, n, k, w.bits(), {}).path != LinearPath::gemv) return false;
-  const TensorView rows_view{source.data, source.dtype, m, k, source.stride()};
-  cuda::detail::GemvArgs a = gemv_args(w, rows_view, y, ws);
-  a.x_gather = in.gather, a.x_gather_div = in.gather_div, a.x_swiglu = in.swiglu;
-  a.x_vec = a.x_vec && (!in.swiglu || k % 8 == 0);  // the up half starts K elements on
-  launch_gemv(w.bits(), a, source.dtype, stream);
+  launch_gemv(w.bits(), staged_gemv_args(w, source, in, y, ws), source.dtype, stream);
   return true;
 }
 

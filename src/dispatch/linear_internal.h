@@ -53,6 +53,10 @@ struct GemvInput {
   int gather_div = 1;
   bool swiglu = false;
 };
+// gemv_args for y.rows rows of x staged from `source` by `in` (checks that the source's
+// shape gives those rows).
+cuda::detail::GemvArgs staged_gemv_args(const QuantizedMatrix& w, const TensorView& source, const GemvInput& in,
+                                        const MutableTensorView& y, LinearWorkspace& ws);
 // expert_linear by the grouped GEMV (y.rows rows), x staged from `source` by `in`;
 // tile_rows 0 picks it from the rows per expert. False, nothing launched, when its
 // bounds do not fit the workspace or shared memory, or W carries a rotation and `in`

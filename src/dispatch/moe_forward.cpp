@@ -87,15 +87,14 @@ void moe_forward(const TensorView& x, const float* router_logits, const MoeWeigh
   // PDL: they wait for the previous kernel before reading anything it wrote.
   const bool fold = pairs <= kGroupedGemvMaxRows;
   const MutableTensorView gu{im.gate_up.data(), x.dtype, pairs, 2 * inter};
-  if (!(fold && !w.gate_up->rotation() &&
-        detail::try_grouped_gemv(x, {r.sorted_pair, o.top_k, false}, *w.gate_up, e, r.offsets, gu, *im.linear, stream,
-                                  0, true))) {
+  if (!(fold && detail::try_grouped_gemv(x, {r.sorted_pair, o.top_k, false}, *w.gate_up, e, r.offsets, gu,
+                                         *im.linear, stream, 0, true))) {
     const MutableTensorView xs{im.x_sorted.data(), x.dtype, pairs, h};
     cuda::gather_rows(x, r.sorted_pair, o.top_k, xs, stream);
     expert_linear(xs, *w.gate_up, e, r.offsets, gu, *im.linear, stream);
   }
   const MutableTensorView out{im.expert_out.data(), x.dtype, pairs, h};
-  if (!(fold && !w.down->rotation() &&
+  if (!(fold &&
         detail::try_grouped_gemv(gu, {nullptr, 1, true}, *w.down, e, r.offsets, out, *im.linear, stream, 0, true))) {
     const MutableTensorView hid{im.hidden.data(), x.dtype, pairs, inter};
     cuda::swiglu(gu, hid, stream);
