@@ -6,7 +6,8 @@
 // most 32 per lane, in registers, NaN read as -inf); top_k rounds of a warp argmax
 // (ties to the lower id, as the CPU reference); softmax with expf over the selected
 // (or all) logits, sums by a fixed xor-butterfly.
-// Order: one CTA of 16 warps (up to 64 tokens the same CTA selects first: one launch). Each warp owns a contiguous segment of pairs and counts
+// Order: one CTA of 16 warps (up to 64 tokens the same CTA selects first: one launch).
+// Each warp owns a contiguous segment of pairs and counts
 // its experts (match_any groups, so no atomics); per expert an exclusive prefix over
 // warps, then over experts (block scan) gives offsets and each warp's first row per
 // expert; each warp then places its pairs in order (rank = earlier lanes of the same
@@ -220,6 +221,14 @@ __global__ void swiglu_kernel(const T* __restrict__ gu, int64_t ldg, T* __restri
   h[r * ldh + i] = detail::Element<T>::from_float(g / (1.0f + expf(-g)) * u);
 }
 
+// The order's histograms (16 x E ints) pass the default 48 KB from E = 768.
+template <typename Kernel>
+void allow_order_smem(Kernel kernel, size_t smem) {
+  if (smem > 48 * 1024)
+    detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                       "routing: shared memory size");
+}
+
 void require_device_routing(const DeviceRouting& r, bool need_order) {
   KBIT_REQUIRE(r.expert && r.weight, "routing: expert and weight buffers are required");
   if (need_order) KBIT_REQUIRE(r.offsets && r.sorted_pair && r.pair_row, "routing: offsets, sorted_pair and pair_row are required");
@@ -245,9 +254,7 @@ void route(const float* logits, int64_t tokens, int64_t experts, int top_k, Rout
     KBIT_REQUIRE(reinterpret_cast<uintptr_t>(logits) % 4 == 0, "routing: logits are not 4-byte aligned");
   }
   if (tokens > 0 && tokens <= kRouteSmallMaxTokens) {
-    if (smem > 48 * 1024)
-      detail::check_cuda(cudaFuncSetAttribute(route_small_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                         "routing: shared memory size");
+    allow_order_smem(route_small_kernel, smem);
     route_small_kernel<<<1, kOrderWarps * 32, smem, stream>>>(logits, int(tokens), int(experts), top_k, softmax_all,
                                                               out.expert, out.weight, out.offsets, out.sorted_pair,
                                                               out.pair_row);
@@ -261,9 +268,7 @@ void route(const float* logits, int64_t tokens, int64_t experts, int top_k, Rout
         logits, int(tokens), int(experts), top_k, softmax_all, out.expert, out.weight);
     detail::check_launch("routing select kernel");
   }
-  if (smem > 48 * 1024)
-    detail::check_cuda(cudaFuncSetAttribute(route_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                       "routing: shared memory size");
+  allow_order_smem(route_order_kernel, smem);
   route_order_kernel<<<1, kOrderWarps * 32, smem, stream>>>(out.expert, int(tokens * top_k), int(experts), out.offsets,
                                                             out.sorted_pair, out.pair_row);
   detail::check_launch("routing order kernel");
