@@ -26,11 +26,13 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <utility>
 
 #include "common.cuh"
 #include "format/small_hadamard.h"
+#include "hadamard_kernels.h"
 #include "kbit/cuda.h"
 #include "kbit/hadamard.h"
 
@@ -120,6 +122,10 @@ __device__ __forceinline__ int64_t chunk_offset(const ChunkGrid& g, int64_t c, i
   const int64_t row = c / g.chunks_per_row;
   return row * stride + (c - row * g.chunks_per_row) * g.chunk;
 }
+
+// Word offset of element lo of a 32-float line whose low 3 index bits are `row7`: the
+// float4 groups XOR-swizzled so that rows and columns of lines are both conflict-free.
+__device__ __forceinline__ int swizzle(int row7, int lo) { return ((((lo >> 2) ^ row7) << 2) | (lo & 3)); }
 
 // Butterflies over N register values: stage h pairs (j, j + h) for j with bit h clear.
 template <int N>
@@ -437,6 +443,123 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
   cluster.sync();  // every CTA's shared memory stays valid until the others have read it
 }
 
+// ---- decode-sized p * q rows (q = 32..256): one CTA per row, no cluster ----
+// Three passes over the row in shared memory (fp32, [p * q / 32][32] with the float4
+// groups of each 32-float line XOR-swizzled by the line's low 3 bits, so that every pass
+// is free of bank conflicts): (1) lines of 32 contiguous elements from global memory,
+// forward signs, 5 butterfly stages; (2) the remaining log2(q / 32) stages of each run,
+// one (run, lane position) per thread; (3) one column b per thread: the order-p mix of
+// the p values a * q + b, computed in groups of 4 inputs whose 8 signed sums are shared
+// by all p outputs (~280 FADDs per column instead of p^2 = 784), scale, inverse signs,
+// straight to global memory. All loads precede the first barrier: in place is safe.
+constexpr int kRowsThreads = 256;
+
+// Entry (A, C) of H_P, or of H_P^T when INV: a compile-time constant.
+template <int P, bool INV, int A, int C>
+constexpr int kMixSign = INV ? SmallHadamardTable<P>::value.h[C][A] : SmallHadamardTable<P>::value.h[A][C];
+
+// Output a's share of group G (inputs 4G..4G+3 of the column) of H_P (H_P^T when INV):
+// s0 * (x0 + s1 x1 + s2 x2 + s3 x3) with s_i the entry's sign relative to s0, from the
+// four shared partial sums; the compiler keeps one copy of each distinct sum.
+template <int P, bool INV, int G, int A>
+__device__ __forceinline__ float mix_group_term(float acc, float p01, float m01, float p23, float m23) {
+  constexpr int s0 = kMixSign<P, INV, A, 4 * G>;
+  constexpr int s1 = kMixSign<P, INV, A, 4 * G + 1> * s0;
+  constexpr int s2 = kMixSign<P, INV, A, 4 * G + 2> * s0;
+  constexpr int s3 = kMixSign<P, INV, A, 4 * G + 3> * s0;
+  const float base = s1 > 0 ? p01 : m01;
+  const float second = s2 == s3 ? p23 : m23;  // s2 x2 + s3 x3 = s2 * second
+  const float combo = s2 > 0 ? base + second : base - second;
+  if constexpr (G == 0)
+    return s0 > 0 ? combo : -combo;
+  else
+    return s0 > 0 ? acc + combo : acc - combo;
+}
+
+template <int P, bool INV, int G>
+__device__ __forceinline__ void mix_group(float (&y)[P], float x0, float x1, float x2, float x3) {
+  const float p01 = x0 + x1, m01 = x0 - x1, p23 = x2 + x3, m23 = x2 - x3;
+  [&]<int... A>(std::integer_sequence<int, A...>) {
+    ((y[A] = mix_group_term<P, INV, G, A>(y[A], p01, m01, p23, m23)), ...);
+  }(std::make_integer_sequence<int, P>{});
+}
+
+// Pass 2 of the rows kernel: the stages of bits 5.. of each run (HQ = q / 32 values).
+template <int HQ>
+__device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
+  for (int t = tid; t < P * 32; t += kRowsThreads) {
+    const int a = t >> 5, lo = t & 31;
+    float v[HQ];
+#pragma unroll
+    for (int hh = 0; hh < HQ; ++hh) {
+      const int r = a * HQ + hh;
+      v[hh] = buf[r * 32 + swizzle(r & 7, lo)];
+    }
+    butterflies(v);
+#pragma unroll
+    for (int hh = 0; hh < HQ; ++hh) {
+      const int r = a * HQ + hh;
+      buf[r * 32 + swizzle(r & 7, lo)] = v[hh];
+    }
+  }
+}
+
+template <typename T, int P, bool INV>
+__global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in, T* out, const ChunkGrid g, const int q,
+                                                                     const __grid_constant__ SignBits<P * 8> signs) {
+  static_assert(P % 4 == 0, "the mix takes inputs in groups of 4");
+  allow_dependents_to_launch();
+  __shared__ __align__(16) float buf[P * 256];
+  const int tid = int(threadIdx.x), hq = q >> 5;
+  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
+  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
+  // Pass 1: line t = elements [32 t, 32 t + 32), sign word t.
+  const bool forward_signs = signs.used && !g.inverse;
+  for (int t = tid; t < P * hq; t += kRowsThreads) {
+    float v[32];
+    load_run<T, 32>(src + t * 32, g.vec != 0, v);
+    if (forward_signs) apply_signs(v, signs.w[t]);
+    butterflies(v);
+    float* line = buf + t * 32;
+#pragma unroll
+    for (int f = 0; f < 8; ++f)
+      *reinterpret_cast<float4*>(line + ((f ^ (t & 7)) << 2)) = make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
+  }
+  __syncthreads();
+  if (hq > 1) {
+    switch (hq) {
+      case 2: rows_pass2<2>(buf, P, tid); break;
+      case 4: rows_pass2<4>(buf, P, tid); break;
+      default: rows_pass2<8>(buf, P, tid); break;
+    }
+    __syncthreads();
+  }
+  // Pass 3: column b; value a sits on line a * hq + (b >> 5) at position b & 31.
+  const int b = tid;
+  if (b >= q) return;
+  const int lo = b & 31, hi = b >> 5;
+  float y[P];
+  [&]<int... G>(std::integer_sequence<int, G...>) {
+    ((void)[&] {
+      float x[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = (4 * G + i) * hq + hi;
+        x[i] = buf[r * 32 + swizzle(r & 7, lo)];
+      }
+      mix_group<P, INV, G>(y, x[0], x[1], x[2], x[3]);
+    }(), ...);
+  }(std::make_integer_sequence<int, P / 4>{});
+  const bool inverse_signs = signs.used && g.inverse;
+#pragma unroll
+  for (int a = 0; a < P; ++a) {
+    const int i = a * q + b;
+    float v = y[a] * g.scale;
+    if (inverse_signs && ((signs.w[i >> 5] >> (i & 31)) & 1u)) v = -v;
+    dst[i] = detail::Element<T>::from_float(v);
+  }
+}
+
 // ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
 // Index bits 0-4 (a thread's 32 contiguous elements), then 5-9, then the H = q/1024 high
 // ones, each pass in registers with shared memory (fp32) between passes. Rows of 32
@@ -447,9 +570,6 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
 // per SM with 64 KB rows) so that one CTA's loads overlap another's passes.
 template <int H>
 constexpr int pow2_threads() { return H == 32 ? 512 : (H * 32 < 256 ? H * 32 : 256); }
-
-// Word offset of element lo of a row whose low 3 bits are `row7`.
-__device__ __forceinline__ int swizzle(int row7, int lo) { return ((((lo >> 2) ^ row7) << 2) | (lo & 3)); }
 
 template <typename T, int H>
 __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
@@ -599,6 +719,29 @@ void launch_cluster_kernel(const T* in, T* out, const ChunkGrid& g, const Rotati
 }
 
 template <typename T>
+void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
+                        cudaStream_t stream) {
+  const int q = int(r.size / p);
+  auto go = [&]<int P>() {
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(g.chunks), unsigned(kRowsThreads), 0, stream>>>(in, out, g, q, sign_bits<P * 8>(r));
+    };
+    if (inverse)
+      launch(hadamard_rows_kernel<T, P, true>);
+    else
+      launch(hadamard_rows_kernel<T, P, false>);
+  };
+  switch (p) {
+    case 12: go.template operator()<12>(); break;
+    case 20: go.template operator()<20>(); break;
+    default: go.template operator()<28>(); break;
+  }
+  detail::check_launch("hadamard rows kernel");
+}
+
+std::atomic<detail::HadamardDecodeKernel> decode_kernel_choice{detail::HadamardDecodeKernel::automatic};
+
+template <typename T>
 void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
   const size_t value_bytes = size_t(r.size) * sizeof(float), sign_bytes = size_t(r.size / 32) * sizeof(uint32_t);
   const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
@@ -632,9 +775,13 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   const int q = int(r.size / p);
   // Sub-chunks of Q1 = E * lpc elements (step 1), H = q / Q1 values per column (step 2).
   KBIT_REQUIRE(p > 1, "hadamard CTA kernel: chunk ", r.size, " is a power of two");
-  // Few rows of q = 8..256 (a decode step's activations): one cluster of CTAs per row.
+  // Few rows of q = 8..256 (a decode step's activations): one CTA per row from q = 32,
+  // else a cluster of CTAs per row.
   if (q >= 8 && q <= 256 && g.chunks * kClusterCtas <= 4 * int64_t(detail::sm_count())) {
-    launch_cluster_kernel<T>(in, out, g, r, p, inverse, stream);
+    if (q >= 32 && decode_kernel_choice.load() != detail::HadamardDecodeKernel::cluster)
+      launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
+    else
+      launch_cluster_kernel<T>(in, out, g, r, p, inverse, stream);
     return;
   }
   const int e = q < 8 ? 1 : (q <= 256 ? 8 : (q == 512 ? 16 : 32));
@@ -701,6 +848,10 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
 }
 
 }  // namespace
+
+detail::HadamardDecodeKernel detail::set_hadamard_decode_kernel(HadamardDecodeKernel k) {
+  return decode_kernel_choice.exchange(k);
+}
 
 void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse,
                      cudaStream_t stream) {

@@ -10,6 +10,7 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/hadamard.h"
+#include "cuda/hadamard_kernels.h"
 #include "support/test_support.h"
 
 namespace kbit {
@@ -33,6 +34,31 @@ void expect_close(const test::HostMatrix& want, const std::vector<uint8_t>& got_
     }
 }
 
+// One rotation of `rows` random rows against the CPU reference, every dtype, with and
+// without signs, forward and inverse, in place and out of place (poisoned output).
+void check_rotation(const std::string& spec, int64_t rows, int64_t cols, uint64_t& seed, const std::string& tag) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (bool signs : {false, true})
+      for (bool inverse : {false, true})
+        for (bool in_place : {false, true}) {
+          const auto m = test::random_matrix(rows, cols, dt, seed++);
+          const Rotation r = Rotation::parse(spec, cols, signs ? std::optional<uint64_t>(seed) : std::nullopt);
+          auto want = m;
+          hadamard_rotate(want.mutable_view(), r, inverse);
+          Buffer in = to_device(m);
+          Buffer out = in_place ? Buffer() : Buffer::allocate(Memory::device, m.bytes.size());
+          if (!in_place) cudaMemset(out.data(), 0xff, m.bytes.size());  // NaN poison
+          void* dst = in_place ? in.data() : out.data();
+          cuda::hadamard_rotate(TensorView{in.data(), dt, rows, cols}, MutableTensorView{dst, dt, rows, cols}, r,
+                                inverse, nullptr);
+          std::vector<uint8_t> got(m.bytes.size());
+          ASSERT_EQ(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+          expect_close(want, got,
+                       detail::concat(tag, spec, " rows=", rows, " cols=", cols, " ", dtype_name(dt),
+                                      signs ? " signs" : "", inverse ? " inverse" : "", in_place ? " in place" : ""));
+        }
+}
+
 TEST(GpuHadamard, MatchesCpuForAllModesAndDtypes) {
   KBIT_SKIP_WITHOUT_GPU();
   struct Case {
@@ -47,28 +73,23 @@ TEST(GpuHadamard, MatchesCpuForAllModesAndDtypes) {
                         {"row", 28 * 1024}, {"row", 12 * 2048}, {"row", 12 * 4096}, {"row", 2048},
                         {"row", 8192},     {"row", 16384},     {"row", 16},         {"row", 4096}};
   uint64_t seed = 1;
-  for (const Case& c : cases)
-    for (DType dt : {DType::f32, DType::f16, DType::bf16})
-      for (bool signs : {false, true})
-        for (bool inverse : {false, true})
-          for (bool in_place : {false, true}) {
-            const int64_t rows = c.cols > 8192 ? 3 : 17;
-            const auto m = test::random_matrix(rows, c.cols, dt, seed++);
-            const Rotation r = Rotation::parse(c.spec, c.cols, signs ? std::optional<uint64_t>(seed) : std::nullopt);
-            auto want = m;
-            hadamard_rotate(want.mutable_view(), r, inverse);
-            Buffer in = to_device(m);
-            Buffer out = in_place ? Buffer() : Buffer::allocate(Memory::device, m.bytes.size());
-            if (!in_place) cudaMemset(out.data(), 0xff, m.bytes.size());  // NaN poison
-            void* dst = in_place ? in.data() : out.data();
-            cuda::hadamard_rotate(TensorView{in.data(), dt, rows, c.cols}, MutableTensorView{dst, dt, rows, c.cols}, r,
-                                  inverse, nullptr);
-            std::vector<uint8_t> got(m.bytes.size());
-            ASSERT_EQ(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-            expect_close(want, got,
-                         detail::concat(c.spec, " cols=", c.cols, " ", dtype_name(dt), signs ? " signs" : "",
-                                        inverse ? " inverse" : "", in_place ? " in place" : ""));
-          }
+  for (const Case& c : cases) check_rotation(c.spec, c.cols > 8192 ? 3 : 17, c.cols, seed, "");
+}
+
+// Decode-sized p * q rows (q = 32..256) on each of their kernels, forced: one CTA per row
+// and a cluster per row; 1, 3 and 16 rows; many rows go to the CTA kernel.
+TEST(GpuHadamard, DecodeRowKernelsMatchCpu) {
+  KBIT_SKIP_WITHOUT_GPU();
+  using cuda::detail::HadamardDecodeKernel;
+  uint64_t seed = 1000;
+  for (HadamardDecodeKernel k : {HadamardDecodeKernel::rows, HadamardDecodeKernel::cluster}) {
+    const HadamardDecodeKernel before = cuda::detail::set_hadamard_decode_kernel(k);
+    const std::string tag = k == HadamardDecodeKernel::rows ? "rows kernel: " : "cluster kernel: ";
+    for (int64_t cols : {12 * 32, 20 * 64, 28 * 128, 12 * 256, 20 * 256, 28 * 256})
+      for (int64_t rows : {1, 3, 16}) check_rotation("row", rows, cols, seed, tag);
+    cuda::detail::set_hadamard_decode_kernel(before);
+  }
+  check_rotation("row", 100, 28 * 256, seed, "many rows: ");
 }
 
 TEST(GpuHadamard, RejectsBadInput) {
