@@ -42,7 +42,7 @@ for step in ${KBIT_STEPS:-}; do
         --json "$OUT/skinny_sweep.jsonl" > "$OUT/skinny_sweep.txt" 2> "$OUT/skinny_sweep_progress.txt"
       echo "rc=$?"; tail -3 "$OUT/skinny_sweep_progress.txt" ;;
     ncu:*) k=${step#ncu:}; echo "== ncu on kernels matching $k in: kbit ${KBIT_NCU_ARGS:-bench hadamard}"
-      timeout "${KBIT_NCU_TIMEOUT:-150}" ncu --kernel-name "regex:$k" --launch-skip "${KBIT_NCU_SKIP:-3}" \
+      timeout "${KBIT_NCU_TIMEOUT:-150}" ncu ${KBIT_NCU_FLAGS:-} --kernel-name "regex:$k" --launch-skip "${KBIT_NCU_SKIP:-3}" \
         --launch-count 1 --set full build-dev/kbit ${KBIT_NCU_ARGS:-bench hadamard} > "$OUT/ncu_$k.txt" 2>&1
       echo "rc=$?"; grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|Block Size|Grid Size|  hadamard|==PROF==|==ERROR==" "$OUT/ncu_$k.txt" | head -40 ;;
     racecheck:*) f=${step#racecheck:}; echo "== racecheck $f"
