@@ -48,7 +48,8 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
     HadamardDecodeKernel kernel;
     const char* kernel_name;
   };
-  const SmallCase small_cases[] = {{"row", HadamardDecodeKernel::automatic, "auto (rows)"},
+  const SmallCase small_cases[] = {{"row", HadamardDecodeKernel::automatic, "auto"},
+                                   {"row", HadamardDecodeKernel::rows, "rows"},
                                    {"row", HadamardDecodeKernel::cluster, "cluster"},
                                    {"block:128", HadamardDecodeKernel::automatic, "warp"}};
   std::printf("%-12s %-12s %-12s %5s %6s %10s\n", "rotation", "kernel", "placement", "M", "K", "median us");

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "common.cuh"
@@ -560,6 +561,160 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
   }
 }
 
+// ---- decode-sized p * q rows of 16-bit data: the order-p mix on the tensor cores ----
+// H_B = H_p (x) H_q, and the two factors commute, so the mix can come first, on the input
+// itself: the signed 16-bit input is exact as an MMA operand and H_p's +-1 entries are
+// exact too, so (H_p (x) I)(D x) costs 128 mma.sync (p padded to 16 or 32, fp32 sums)
+// instead of ~280 FADDs per column; the q-point FWHT of each run follows in fp32 as in
+// the rows kernel. Phases (256 threads, one CTA per row):
+// (1) the row, signed, into xs[a][q + 8] (16-bit; rows p.. of the padding zero; the
+//     8-element pad keeps ldmatrix's eight row addresses on distinct banks);
+// (2) warp w: n-tile pairs w, w + 8, ... of y = H_p X (A: H_p from sign masks, B: ldmatrix
+//     .trans of xs), fp32 into fb[a][q + 4] with float4 groups XOR-swizzled per 32;
+// (3) the FWHT stages of bits 5.. of b, one (run, lane position) per thread;
+// (4) 32 contiguous elements per thread: stages of bits 0-4, scale, inverse signs, store.
+template <int P, bool INV, int Row>
+constexpr uint32_t kMixNegMask = [] {
+  uint32_t m = 0;
+  if constexpr (Row < P)
+    for (int c = 0; c < P; ++c)
+      if ((INV ? SmallHadamardTable<P>::value.h[c][Row] : SmallHadamardTable<P>::value.h[Row][c]) < 0) m |= 1u << c;
+  return m;
+}();
+
+// Element (a, b) of the fp32 buffer of the MMA kernel (row stride q + 4 floats).
+__device__ __forceinline__ int mix_buf_index(int a, int b, int stride) {
+  return a * stride + (b & ~31) + ((((b >> 2) & 7) ^ ((b >> 5) & 7)) << 2) + (b & 3);
+}
+
+template <typename T, int P, bool INV>
+__global__ void __launch_bounds__(kRowsThreads) hadamard_rows_mma_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                         const int q,
+                                                                         const __grid_constant__ SignBits<P * 8> signs) {
+  static_assert(sizeof(T) == 2 && P % 4 == 0 && P <= 32, "16-bit data, p <= 32");
+  constexpr int kPad = P > 16 ? 32 : 16;  // H_p padded to the MMA's m and k
+  constexpr uint32_t kOne = std::is_same_v<T, __half> ? 0x3c00u : 0x3f80u;  // 1.0; -1.0 sets bit 15
+  allow_dependents_to_launch();
+  __shared__ __align__(16) uint16_t xs[kPad * (256 + 8)];
+  __shared__ __align__(16) float fb[P * (256 + 4)];
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int xstride = q + 8, fstride = q + 4, q8 = q >> 3;
+  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
+  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
+  // (1) 8 elements per task; forward signs flip bit 15 of the 16-bit values.
+  const bool forward_signs = signs.used && !g.inverse;
+  for (int i = tid; i < kPad * q8; i += kRowsThreads) {
+    const int a = i / q8, b0 = (i - a * q8) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (a < P) {
+      const T* p = src + a * q + b0;
+      if (g.vec) {
+        v = *reinterpret_cast<const uint4*>(p);
+      } else {
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+        v = make_uint4(h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16, h[4] | uint32_t(h[5]) << 16,
+                       h[6] | uint32_t(h[7]) << 16);
+      }
+      if (forward_signs) {
+        const int e = a * q + b0;
+        const uint32_t bits = signs.w[e >> 5] >> (e & 31);  // 8 bits, b0 a multiple of 8
+        auto flip = [&](uint32_t w, int j) { return w ^ (((bits >> j) & 1u) << 15) ^ (((bits >> (j + 1)) & 1u) << 31); };
+        v = make_uint4(flip(v.x, 0), flip(v.y, 2), flip(v.z, 4), flip(v.w, 6));
+      }
+    }
+    *reinterpret_cast<uint4*>(xs + a * xstride + b0) = v;
+  }
+  // H_p's row `lane` as a mask of negative entries (compile-time constants per lane).
+  uint32_t neg_mine = 0;
+  [&]<int... R>(std::integer_sequence<int, R...>) {
+    ((neg_mine = lane == R ? kMixNegMask<P, INV, R> : neg_mine), ...);
+  }(std::make_integer_sequence<int, 32>{});
+  __syncthreads();
+  // (2) A fragments: rows 16 mt + gq (+ 8), columns 16 kt + 2 tq (+ 1, + 8, + 9).
+  const int gq = lane >> 2, tq = lane & 3;
+  uint32_t afrag[kPad / 16][kPad / 16][4];
+#pragma unroll
+  for (int mt = 0; mt < kPad / 16; ++mt) {
+    const int r0 = 16 * mt + gq, r1 = r0 + 8;
+    const uint32_t n0 = __shfl_sync(0xffffffffu, neg_mine, r0), n1 = __shfl_sync(0xffffffffu, neg_mine, r1);
+    auto entry = [&](int r, uint32_t neg, int c) -> uint32_t {
+      return (r < P && c < P) ? (kOne | (((neg >> c) & 1u) << 15)) : 0u;
+    };
+#pragma unroll
+    for (int kt = 0; kt < kPad / 16; ++kt) {
+      const int c = 16 * kt + 2 * tq;
+      afrag[mt][kt][0] = entry(r0, n0, c) | entry(r0, n0, c + 1) << 16;
+      afrag[mt][kt][1] = entry(r1, n1, c) | entry(r1, n1, c + 1) << 16;
+      afrag[mt][kt][2] = entry(r0, n0, c + 8) | entry(r0, n0, c + 9) << 16;
+      afrag[mt][kt][3] = entry(r1, n1, c + 8) | entry(r1, n1, c + 9) << 16;
+    }
+  }
+  const uint32_t xs_base = uint32_t(__cvta_generic_to_shared(xs));
+  for (int np = warp; np < (q >> 4); np += kRowsThreads / 32) {
+    float d[kPad / 16][2][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < kPad / 16; ++kt) {
+      const int mat = lane >> 3, k = 16 * kt + (mat & 1) * 8 + (lane & 7), n = 16 * np + (mat >> 1) * 8;
+      uint32_t b[4];
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                   : "r"(xs_base + uint32_t(k * xstride + n) * 2u));
+#pragma unroll
+      for (int mt = 0; mt < kPad / 16; ++mt) {
+        detail::mma_16816<T>(d[mt][0], afrag[mt][kt], b[0], b[1]);
+        detail::mma_16816<T>(d[mt][1], afrag[mt][kt], b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kPad / 16; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int b = 16 * np + 8 * h + 2 * tq, r0 = 16 * mt + gq, r1 = r0 + 8;
+        if (r0 < P) *reinterpret_cast<float2*>(fb + mix_buf_index(r0, b, fstride)) = make_float2(d[mt][h][0], d[mt][h][1]);
+        if (r1 < P) *reinterpret_cast<float2*>(fb + mix_buf_index(r1, b, fstride)) = make_float2(d[mt][h][2], d[mt][h][3]);
+      }
+  }
+  __syncthreads();
+  // (3) bits 5.. of b: task (a, lo), values b = lo + 32 h.
+  const int hq = q >> 5;
+  if (hq > 1) {
+    auto pass = [&]<int HQ>() {
+      for (int t = tid; t < P * 32; t += kRowsThreads) {
+        const int a = t >> 5, lo = t & 31;
+        float v[HQ];
+#pragma unroll
+        for (int hh = 0; hh < HQ; ++hh) v[hh] = fb[mix_buf_index(a, lo + 32 * hh, fstride)];
+        butterflies(v);
+#pragma unroll
+        for (int hh = 0; hh < HQ; ++hh) fb[mix_buf_index(a, lo + 32 * hh, fstride)] = v[hh];
+      }
+    };
+    switch (hq) {
+      case 2: pass.template operator()<2>(); break;
+      case 4: pass.template operator()<4>(); break;
+      default: pass.template operator()<8>(); break;
+    }
+    __syncthreads();
+  }
+  // (4) task (a, j): elements 32 j .. 32 j + 31 of run a.
+  const bool inverse_signs = signs.used && g.inverse;
+  for (int t = tid; t < P * hq; t += kRowsThreads) {
+    const int a = t / hq, j = t - a * hq;
+    float v[32];
+    const float* line = fb + a * fstride + 32 * j;
+#pragma unroll
+    for (int f = 0; f < 8; ++f) {
+      const float4 w = *reinterpret_cast<const float4*>(line + ((f ^ (j & 7)) << 2));
+      v[4 * f] = w.x, v[4 * f + 1] = w.y, v[4 * f + 2] = w.z, v[4 * f + 3] = w.w;
+    }
+    butterflies(v);
+#pragma unroll
+    for (int e = 0; e < 32; ++e) v[e] *= g.scale;
+    if (inverse_signs) apply_signs(v, signs.w[(a * q >> 5) + j]);
+    store_run<T, 32>(dst + a * q + 32 * j, g.vec != 0, v);
+  }
+}
+
 // ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
 // Index bits 0-4 (a thread's 32 contiguous elements), then 5-9, then the H = q/1024 high
 // ones, each pass in registers with shared memory (fp32) between passes. Rows of 32
@@ -739,6 +894,27 @@ void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
   detail::check_launch("hadamard rows kernel");
 }
 
+template <typename T>
+void launch_rows_mma_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
+                            cudaStream_t stream) {
+  const int q = int(r.size / p);
+  auto go = [&]<int P>() {
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(g.chunks), unsigned(kRowsThreads), 0, stream>>>(in, out, g, q, sign_bits<P * 8>(r));
+    };
+    if (inverse)
+      launch(hadamard_rows_mma_kernel<T, P, true>);
+    else
+      launch(hadamard_rows_mma_kernel<T, P, false>);
+  };
+  switch (p) {
+    case 12: go.template operator()<12>(); break;
+    case 20: go.template operator()<20>(); break;
+    default: go.template operator()<28>(); break;
+  }
+  detail::check_launch("hadamard rows MMA kernel");
+}
+
 std::atomic<detail::HadamardDecodeKernel> decode_kernel_choice{detail::HadamardDecodeKernel::automatic};
 
 template <typename T>
@@ -778,10 +954,17 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   // Few rows of q = 8..256 (a decode step's activations): one CTA per row from q = 32,
   // else a cluster of CTAs per row.
   if (q >= 8 && q <= 256 && g.chunks * kClusterCtas <= 4 * int64_t(detail::sm_count())) {
-    if (q >= 32 && decode_kernel_choice.load() != detail::HadamardDecodeKernel::cluster)
-      launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
-    else
+    const auto choice = decode_kernel_choice.load();
+    if (q < 32 || choice == detail::HadamardDecodeKernel::cluster) {
       launch_cluster_kernel<T>(in, out, g, r, p, inverse, stream);
+    } else if constexpr (sizeof(T) == 2) {
+      if (choice == detail::HadamardDecodeKernel::rows)
+        launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
+      else
+        launch_rows_mma_kernel<T>(in, out, g, r, p, inverse, stream);
+    } else {
+      launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
+    }
     return;
   }
   const int e = q < 8 ? 1 : (q <= 256 ? 8 : (q == 512 ? 16 : 32));

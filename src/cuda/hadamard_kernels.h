@@ -6,7 +6,8 @@ namespace kbit::cuda::detail {
 
 enum class HadamardDecodeKernel {
   automatic,  // what hadamard_rotate picks
-  rows,       // one CTA per row, three passes over shared memory
+  rows,       // one CTA per row, the order-p mix by FADDs
+  rows_mma,   // one CTA per row, the order-p mix by mma.sync first (16-bit data; f32 takes rows)
   cluster,    // a cluster of 8 CTAs per row, the mix over distributed shared memory
 };
 

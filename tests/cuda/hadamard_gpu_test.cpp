@@ -77,14 +77,18 @@ TEST(GpuHadamard, MatchesCpuForAllModesAndDtypes) {
 }
 
 // Decode-sized p * q rows (q = 32..256) on each of their kernels, forced: one CTA per row
-// and a cluster per row; 1, 3 and 16 rows; many rows go to the CTA kernel.
+// (FADD mix; MMA mix for 16-bit data) and a cluster per row; 1, 3 and 16 rows; many rows
+// go to the CTA kernel.
 TEST(GpuHadamard, DecodeRowKernelsMatchCpu) {
   KBIT_SKIP_WITHOUT_GPU();
   using cuda::detail::HadamardDecodeKernel;
   uint64_t seed = 1000;
-  for (HadamardDecodeKernel k : {HadamardDecodeKernel::rows, HadamardDecodeKernel::cluster}) {
+  for (HadamardDecodeKernel k :
+       {HadamardDecodeKernel::rows, HadamardDecodeKernel::rows_mma, HadamardDecodeKernel::cluster}) {
     const HadamardDecodeKernel before = cuda::detail::set_hadamard_decode_kernel(k);
-    const std::string tag = k == HadamardDecodeKernel::rows ? "rows kernel: " : "cluster kernel: ";
+    const std::string tag = k == HadamardDecodeKernel::rows       ? "rows kernel: "
+                            : k == HadamardDecodeKernel::rows_mma ? "rows MMA kernel: "
+                                                                  : "cluster kernel: ";
     for (int64_t cols : {12 * 32, 20 * 64, 28 * 128, 12 * 256, 20 * 256, 28 * 256})
       for (int64_t rows : {1, 3, 16}) check_rotation("row", rows, cols, seed, tag);
     cuda::detail::set_hadamard_decode_kernel(before);
