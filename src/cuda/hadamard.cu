@@ -79,13 +79,16 @@ union RunBits {
 
 // N consecutive elements at p as floats: 16/8/4-byte accesses when `vec` (p then
 // aligned to N * sizeof(T) or 16 bytes), element accesses otherwise.
-template <typename T, int N>
+// STREAM: evict-first (ld.global.cs / st.global.cs) for data touched once (whole-tensor
+// rotations); plain accesses otherwise (a decode step's activations are read again).
+template <typename T, int N, bool STREAM = false>
 __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
   RunBits<T, N> u;
   if (vec && kBytes % 16 == 0) {
 #pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) u.q[i] = reinterpret_cast<const uint4*>(p)[i];
+    for (int i = 0; i < kBytes / 16; ++i)
+      u.q[i] = STREAM ? __ldcs(reinterpret_cast<const uint4*>(p) + i) : reinterpret_cast<const uint4*>(p)[i];
   } else if (vec && kBytes == 8) {
     u.d[0] = *reinterpret_cast<const uint2*>(p);
   } else if (vec && kBytes == 4) {
@@ -98,7 +101,7 @@ __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   for (int i = 0; i < N; ++i) v[i] = detail::Element<T>::to_float(u.t[i]);
 }
 
-template <typename T, int N>
+template <typename T, int N, bool STREAM = false>
 __device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
   RunBits<T, N> u;
@@ -106,11 +109,22 @@ __device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
   for (int i = 0; i < N; ++i) u.t[i] = detail::Element<T>::from_float(v[i]);
   if (vec && kBytes % 16 == 0) {
 #pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) reinterpret_cast<uint4*>(p)[i] = u.q[i];
+    for (int i = 0; i < kBytes / 16; ++i) {
+      if constexpr (STREAM)
+        __stcs(reinterpret_cast<uint4*>(p) + i, u.q[i]);
+      else
+        reinterpret_cast<uint4*>(p)[i] = u.q[i];
+    }
   } else if (vec && kBytes == 8) {
-    *reinterpret_cast<uint2*>(p) = u.d[0];
+    if constexpr (STREAM)
+      __stcs(reinterpret_cast<uint2*>(p), u.d[0]);
+    else
+      *reinterpret_cast<uint2*>(p) = u.d[0];
   } else if (vec && kBytes == 4) {
-    *reinterpret_cast<uint32_t*>(p) = u.s[0];
+    if constexpr (STREAM)
+      __stcs(reinterpret_cast<unsigned int*>(p), u.s[0]);
+    else
+      *reinterpret_cast<uint32_t*>(p) = u.s[0];
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) p[i] = u.t[i];
@@ -601,28 +615,41 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_mma_kernel(const T
   const int xstride = q + 8, fstride = q + 4, q8 = q >> 3;
   const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
   T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
-  // (1) 8 elements per task; forward signs flip bit 15 of the 16-bit values.
+  // (1) 8 elements per task, kBatch tasks' loads in flight per thread (one L2 round trip
+  // per batch: a loop of dependent load-store steps cost ~0.3 us per step); forward signs
+  // flip bit 15 of the 16-bit values.
   const bool forward_signs = signs.used && !g.inverse;
-  for (int i = tid; i < kPad * q8; i += kRowsThreads) {
-    const int a = i / q8, b0 = (i - a * q8) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (a < P) {
-      const T* p = src + a * q + b0;
-      if (g.vec) {
-        v = *reinterpret_cast<const uint4*>(p);
-      } else {
-        const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-        v = make_uint4(h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16, h[4] | uint32_t(h[5]) << 16,
-                       h[6] | uint32_t(h[7]) << 16);
+  const int q8_shift = __ffs(q8) - 1, tasks = kPad << q8_shift;
+  constexpr int kBatch = 4;
+  for (int i0 = tid; i0 < tasks; i0 += kBatch * kRowsThreads) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = i0 + k * kRowsThreads, a = i >> q8_shift, b0 = (i & (q8 - 1)) * 8;
+      v[k] = make_uint4(0, 0, 0, 0);
+      if (i < tasks && a < P) {
+        const T* p = src + a * q + b0;
+        if (g.vec) {
+          v[k] = *reinterpret_cast<const uint4*>(p);
+        } else {
+          const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+          v[k] = make_uint4(h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16, h[4] | uint32_t(h[5]) << 16,
+                            h[6] | uint32_t(h[7]) << 16);
+        }
       }
-      if (forward_signs) {
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = i0 + k * kRowsThreads, a = i >> q8_shift, b0 = (i & (q8 - 1)) * 8;
+      if (i >= tasks) break;
+      if (forward_signs && a < P) {
         const int e = a * q + b0;
         const uint32_t bits = signs.w[e >> 5] >> (e & 31);  // 8 bits, b0 a multiple of 8
         auto flip = [&](uint32_t w, int j) { return w ^ (((bits >> j) & 1u) << 15) ^ (((bits >> (j + 1)) & 1u) << 31); };
-        v = make_uint4(flip(v.x, 0), flip(v.y, 2), flip(v.z, 4), flip(v.w, 6));
+        v[k] = make_uint4(flip(v[k].x, 0), flip(v[k].y, 2), flip(v[k].z, 4), flip(v[k].w, 6));
       }
+      *reinterpret_cast<uint4*>(xs + a * xstride + b0) = v[k];
     }
-    *reinterpret_cast<uint4*>(xs + a * xstride + b0) = v;
   }
   // H_p's row `lane` as a mask of negative entries (compile-time constants per lane).
   uint32_t neg_mine = 0;
@@ -698,8 +725,9 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_mma_kernel(const T
   }
   // (4) task (a, j): elements 32 j .. 32 j + 31 of run a.
   const bool inverse_signs = signs.used && g.inverse;
+  const int hq_shift = __ffs(hq) - 1;
   for (int t = tid; t < P * hq; t += kRowsThreads) {
-    const int a = t / hq, j = t - a * hq;
+    const int a = t >> hq_shift, j = t & (hq - 1);
     float v[32];
     const float* line = fb + a * fstride + 32 * j;
 #pragma unroll
@@ -750,7 +778,7 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
 #pragma unroll
   for (int r = tid; r < kRows; r += kThreads) {
     float v[32];
-    load_run<T, 32>(src + r * 32, vec, v);
+    load_run<T, 32, true>(src + r * 32, vec, v);
     if (forward_signs) apply_signs(v, sign_words[r]);
     butterflies(v);
     float* row = buf + r * 32;
@@ -810,7 +838,7 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
       const int i = h * 1024 + mid * 32 + lo;
       if constexpr (kCpt == 2) {
         const float pair[2] = {v[0][h], v[1][h]};
-        store_run<T, 2>(dst + i, vec, pair);
+        store_run<T, 2, true>(dst + i, vec, pair);
       } else {
         dst[i] = detail::Element<T>::from_float(v[0][h]);
       }

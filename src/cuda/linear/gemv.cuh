@@ -392,8 +392,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       tile_seg0 = tile * args.stripes;
     }
   };
-  // The 4 lanes of a row pair summed; lane c keeps token c's rows g and g + 8.
-  auto reduce_lanes = [&](float (&acc)[M][2], float& v0, float& v1) {
+  auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[M][2]) {
+    const int stripe = stripe_seg - tile_seg0;  // within the matrix (dense: the segment is the stripe)
 #pragma unroll
     for (int t = 0; t < M; ++t)
 #pragma unroll
@@ -401,13 +401,42 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 1);
         acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 2);
       }
-    v0 = 0.0f, v1 = 0.0f;
+    // lane c handles token c
+    float v0 = 0.0f, v1 = 0.0f;
 #pragma unroll
     for (int t = 0; t < M; ++t)
       if (t == c) v0 = acc[t][0], v1 = acc[t][1];
-  };
-  auto write_y = [&](int stripe_seg, float v0, float v1) {
-    const int stripe = stripe_seg - tile_seg0;  // within the matrix (dense: the segment is the stripe)
+    if (pu0 != stripe_seg * int(S) || pu1 != (stripe_seg + 1) * int(S)) {
+      const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
+      float* piece = args.pieces + slot * 16 * M;
+      if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
+      __threadfence();
+      __syncwarp();
+      unsigned arrived = 0;
+      if (lane == 0) arrived = atomicAdd(args.counters + stripe_seg, 1u);
+      arrived = __shfl_sync(0xffffffffu, arrived, 0);
+      const int first = owner(int64_t(stripe_seg) * S), last = owner(int64_t(stripe_seg) * S + S - 1);
+      if (arrived != unsigned(last - first)) return;
+      __threadfence();
+      v0 = 0.0f, v1 = 0.0f;
+      if (c < M)
+        for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
+          float p0[8], p1[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int w = w0 + i;
+            p0[i] = p1[i] = 0.0f;
+            if (w <= last) {
+              const int64_t wu0 = int64_t(w) * U / active_warps;
+              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * S ? 0 : 1)) * 16 * M;
+              p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
+        }
+      if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
+    }
     const int64_t token = int64_t(tile_m0) + c;
     if (c < M && token < tile_m_end) {
       const float sc = tensor_scale * args.out_factor;
@@ -421,58 +450,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
           y[token * args.ldy + row] = Element<T>::from_float(v);
         }
       }
-    }
-  };
-  // A split segment's piece: slot 0 of the warp for the piece that starts its range, 1
-  // for the one that ends it.
-  auto store_piece = [&](int pu0, float v0, float v1) {
-    const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
-    float* piece = args.pieces + slot * 16 * M;
-    if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
-  };
-  auto last_arrival = [&](int stripe_seg) {
-    return unsigned(owner(int64_t(stripe_seg) * S + S - 1) - owner(int64_t(stripe_seg) * S));
-  };
-  // The last warp to arrive at a split segment sums every piece in warp order.
-  auto sum_pieces = [&](int stripe_seg, float& v0, float& v1) {
-    const int first = owner(int64_t(stripe_seg) * S), last = owner(int64_t(stripe_seg) * S + S - 1);
-    __threadfence();
-    v0 = 0.0f, v1 = 0.0f;
-    if (c < M)
-      for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
-        float p0[8], p1[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int w = w0 + i;
-          p0[i] = p1[i] = 0.0f;
-          if (w <= last) {
-            const int64_t wu0 = int64_t(w) * U / active_warps;
-            const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * S ? 0 : 1)) * 16 * M;
-            p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
-      }
-    if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
-  };
-  // A segment's piece ends: whole segments are written at once; split ones store their
-  // piece and arrive at the segment's counter after the loop (head_seg, tail_seg), both
-  // atomics in flight together: arriving on the spot stalled the warp for a fence and an
-  // atomic's round trip (~1 us) while its loads drained, every warp at about the same time.
-  int head_seg = -1, tail_seg = -1, head_m0 = 0, head_m_end = 0, head_seg0 = 0;
-  auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[M][2]) {
-    float v0, v1;
-    reduce_lanes(acc, v0, v1);
-    if (pu0 == stripe_seg * int(S) && pu1 == (stripe_seg + 1) * int(S)) {
-      write_y(stripe_seg, v0, v1);
-      return;
-    }
-    store_piece(pu0, v0, v1);
-    if (pu0 == u0) {
-      head_seg = stripe_seg, head_m0 = tile_m0, head_m_end = tile_m_end, head_seg0 = tile_seg0;
-    } else {
-      tail_seg = stripe_seg;  // a split piece that does not start the range ends it
     }
   };
 
@@ -532,25 +509,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
           if (++seg - tile_seg0 == args.stripes && u + 1 < u1) enter_tile((u + 1) / US);
         }
       }
-    }
-  }
-  if (head_seg >= 0 || tail_seg >= 0) {
-    __threadfence();
-    __syncwarp();
-    unsigned arrived = 0;
-    if (lane == 0 && head_seg >= 0) arrived = atomicAdd(args.counters + head_seg, 1u);
-    if (lane == 1 && tail_seg >= 0) arrived = atomicAdd(args.counters + tail_seg, 1u);
-    const unsigned head_arrived = __shfl_sync(0xffffffffu, arrived, 0);
-    const unsigned tail_arrived = __shfl_sync(0xffffffffu, arrived, 1);
-    float v0, v1;
-    if (tail_seg >= 0 && tail_arrived == last_arrival(tail_seg)) {  // the tile state is the tail's
-      sum_pieces(tail_seg, v0, v1);
-      write_y(tail_seg, v0, v1);
-    }
-    if (head_seg >= 0 && head_arrived == last_arrival(head_seg)) {
-      tile_m0 = head_m0, tile_m_end = head_m_end, tile_seg0 = head_seg0;
-      sum_pieces(head_seg, v0, v1);
-      write_y(head_seg, v0, v1);
     }
   }
 }
