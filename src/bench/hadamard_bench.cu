@@ -8,7 +8,6 @@
 #include "bench/inputs.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
-#include "cuda/hadamard_kernels.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/hadamard.h"
@@ -40,24 +39,13 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
   std::printf("device: %s, launch floor %.2f us\n\n", dev.name.c_str(), launch_floor);
 
   // Small: M rows of 7168, bf16, a decode step's activations: out of place (as kbit::linear
-  // rotates x into its workspace) and in place, row mode on each decode kernel (the one
-  // hadamard_rotate picks first) and block:128.
-  using cuda::detail::HadamardDecodeKernel;
-  struct SmallCase {
-    const char* spec;
-    HadamardDecodeKernel kernel;
-    const char* kernel_name;
-  };
-  const SmallCase small_cases[] = {{"row", HadamardDecodeKernel::automatic, "auto"},
-                                   {"row", HadamardDecodeKernel::rows, "rows"},
-                                   {"row", HadamardDecodeKernel::cluster, "cluster"},
-                                   {"block:128", HadamardDecodeKernel::automatic, "warp"}};
-  std::printf("%-12s %-12s %-12s %5s %6s %10s\n", "rotation", "kernel", "placement", "M", "K", "median us");
-  for (const SmallCase& sc : small_cases)
+  // rotates x into its workspace) and in place, row mode and block:128.
+  std::printf("%-12s %-12s %5s %6s %10s\n", "rotation", "placement", "M", "K", "median us");
+  for (const char* spec : {"row", "block:128"})
     for (bool in_place : {false, true})
       for (int64_t m : {1, 2, 4, 8, 16}) {
         const int64_t k = 7168;
-        const Rotation r = Rotation::parse(sc.spec, k, 1);
+        const Rotation r = Rotation::parse(spec, k, 1);
         const int sets = 64;
         std::vector<Buffer> x, y;
         for (int i = 0; i < sets; ++i) x.push_back(device_filled(size_t(m * k) * 2, 0x3c));
@@ -65,7 +53,6 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
           for (int i = 0; i < sets; ++i) y.push_back(device_filled(size_t(m * k) * 2, 0));
         TimingOptions t;
         t.calls_per_graph = sets, t.replays = 20, t.repeats = repeats;
-        const HadamardDecodeKernel before = cuda::detail::set_hadamard_decode_kernel(sc.kernel);
         const Timing tm = time_graph(
             [&](cudaStream_t s, int call) {
               const MutableTensorView v{x[size_t(call % sets)].data(), DType::bf16, m, k};
@@ -73,13 +60,9 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
               cuda::hadamard_rotate(v, o, r, false, s);
             },
             t);
-        cuda::detail::set_hadamard_decode_kernel(before);
         const char* placement = in_place ? "in place" : "out of place";
-        std::printf("%-12s %-12s %-12s %5lld %6lld %10.2f\n", sc.spec, sc.kernel_name, placement, (long long)m,
-                    (long long)k, tm.median_us);
-        emit({{"case", "small"}, {"rotation", sc.spec}, {"kernel", sc.kernel_name}, {"placement", placement},
-              {"m", m}, {"k", k}},
-             tm);
+        std::printf("%-12s %-12s %5lld %6lld %10.2f\n", spec, placement, (long long)m, (long long)k, tm.median_us);
+        emit({{"case", "small"}, {"rotation", spec}, {"placement", placement}, {"m", m}, {"k", k}}, tm);
       }
 
   // Large: 16384 x 16384 bf16 out of place vs the copy kernel.

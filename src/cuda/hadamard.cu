@@ -10,9 +10,9 @@
 //   No shared memory, no barrier; grid-stride over chunks.
 // - power-of-two kernel, B = 2048..32768 (rows): [B/1024][32][32], three register
 //   passes over the index bits with a bank-conflict-free swizzled fp32 buffer between.
-// - cluster kernel, B = p * q with p in {12, 20, 28}, q = 8..256, few rows (decode):
-//   a cluster of 8 CTAs per row, runs transformed by warps, the order-p mix over
-//   columns read from the cluster's shared memory.
+// - rows kernel, B = p * q with p in {12, 20, 28}, q = 32..256, up to 64 rows (decode):
+//   one CTA of 256 threads per row, three passes over the row in shared memory (lines
+//   of 32, the rest of each run's FWHT, the order-p mix per column in groups of 4).
 // - CTA kernel, every other p * q up to 57344 (and many rows of the sizes above):
 //   sub-chunks of Q1 = E * lanes elements by warps (registers + shuffles) into shared
 //   memory, then columns: the last log2(q / Q1) stages and the order-p mix (H_p's signs
@@ -20,20 +20,16 @@
 // All call griddepcontrol.launch_dependents first so that a following kernel launched
 // with programmatic dependent launch (kbit::linear) can start loading its weights
 // while x is rotated.
-// Measured (H200, 2026-11-29, commit 6fc8d02, bf16; BENCHMARKS.md): block:128 of 1-16
-// rows of 7168 1.5-1.6 us; row (28 x 256) 3.37 us (M = 1-8), 4.0 us (M = 16); 16384 x
-// 16384 block:64 87%, block:256 82%, row 78% of the copy kernel's bandwidth.
-#include <cooperative_groups.h>
-
+// Measured (H200, 2026-11-30, commit 5608e72, bf16; BENCHMARKS.md): block:128 of 1-16
+// rows of 7168 1.5-1.6 us; row (28 x 256) 3.36 us (M = 1), 3.45 us (M = 16); 16384 x
+// 16384 block:64 88%, block:256 82%, row 79% of the copy kernel's bandwidth (commit
+// 482894b; evict-first loads and stores there measured 71%).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <type_traits>
 #include <utility>
 
 #include "common.cuh"
 #include "format/small_hadamard.h"
-#include "hadamard_kernels.h"
 #include "kbit/cuda.h"
 #include "kbit/hadamard.h"
 
@@ -79,16 +75,14 @@ union RunBits {
 
 // N consecutive elements at p as floats: 16/8/4-byte accesses when `vec` (p then
 // aligned to N * sizeof(T) or 16 bytes), element accesses otherwise.
-// STREAM: evict-first (ld.global.cs / st.global.cs) for data touched once (whole-tensor
-// rotations); plain accesses otherwise (a decode step's activations are read again).
-template <typename T, int N, bool STREAM = false>
+template <typename T, int N>
 __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
   RunBits<T, N> u;
   if (vec && kBytes % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < kBytes / 16; ++i)
-      u.q[i] = STREAM ? __ldcs(reinterpret_cast<const uint4*>(p) + i) : reinterpret_cast<const uint4*>(p)[i];
+      u.q[i] = reinterpret_cast<const uint4*>(p)[i];
   } else if (vec && kBytes == 8) {
     u.d[0] = *reinterpret_cast<const uint2*>(p);
   } else if (vec && kBytes == 4) {
@@ -101,7 +95,7 @@ __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   for (int i = 0; i < N; ++i) v[i] = detail::Element<T>::to_float(u.t[i]);
 }
 
-template <typename T, int N, bool STREAM = false>
+template <typename T, int N>
 __device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
   RunBits<T, N> u;
@@ -109,22 +103,11 @@ __device__ __forceinline__ void store_run(T* p, bool vec, const float (&v)[N]) {
   for (int i = 0; i < N; ++i) u.t[i] = detail::Element<T>::from_float(v[i]);
   if (vec && kBytes % 16 == 0) {
 #pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) {
-      if constexpr (STREAM)
-        __stcs(reinterpret_cast<uint4*>(p) + i, u.q[i]);
-      else
-        reinterpret_cast<uint4*>(p)[i] = u.q[i];
-    }
+    for (int i = 0; i < kBytes / 16; ++i) reinterpret_cast<uint4*>(p)[i] = u.q[i];
   } else if (vec && kBytes == 8) {
-    if constexpr (STREAM)
-      __stcs(reinterpret_cast<uint2*>(p), u.d[0]);
-    else
-      *reinterpret_cast<uint2*>(p) = u.d[0];
+    *reinterpret_cast<uint2*>(p) = u.d[0];
   } else if (vec && kBytes == 4) {
-    if constexpr (STREAM)
-      __stcs(reinterpret_cast<unsigned int*>(p), u.s[0]);
-    else
-      *reinterpret_cast<uint32_t*>(p) = u.s[0];
+    *reinterpret_cast<uint32_t*>(p) = u.s[0];
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) p[i] = u.t[i];
@@ -395,70 +378,12 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
   }
 }
 
-// ---- decode-sized p * q rows (q = 8..256): one cluster of 8 CTAs per chunk ----
-// A decode step rotates a handful of rows, so each row is spread over a cluster of
-// kClusterCtas CTAs: CTA `rank` transforms runs a = rank, rank + 8, ... (q-point FWHT,
-// 8 elements per lane, shuffles over the run's q/8 lanes) into its shared memory; after
-// a cluster barrier it mixes columns [rank * q/8, (rank + 1) * q/8) over all p runs,
-// reading them from the other CTAs' shared memory (DSMEM), and writes its outputs.
-// Every load happens before the barrier, so in place is safe. The earlier design (up
-// to 8 CTAs per row, each redoing every run's FWHT) took 4.5 us on a 7168-wide row.
-constexpr int kClusterCtas = 8;
-constexpr int kClusterThreads = 128;
-
-template <typename T, int P, bool INV>
-__global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterThreads)
-    hadamard_cluster_kernel(const T* in, T* out, const ChunkGrid g, const int lpc,
-                            const __grid_constant__ SignBits<P * 8> signs) {
-  allow_dependents_to_launch();
-  constexpr int kRunsPerCta = (P + kClusterCtas - 1) / kClusterCtas;
-  extern __shared__ float buf[];  // [kRunsPerCta][q]
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = int(cluster.block_rank());
-  const int q = 8 * lpc, tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int64_t chunk_id = int64_t(blockIdx.x) / kClusterCtas;
-  const T* src = in + chunk_offset(g, chunk_id, g.in_stride);
-  T* dst = out + chunk_offset(g, chunk_id, g.out_stride);
-  // Step 1: local run li (global run a = rank + 8 li); 4 warps of 32 / lpc runs each cover
-  // the (at most 4) runs in one pass. A run's lanes are in one warp (shuffles).
-  static_assert(kRunsPerCta <= kClusterThreads / 32, "one pass of step 1");
-  const int runs_per_warp = 32 / lpc, pos = (lane % lpc) * 8;
-  if (warp * runs_per_warp < kRunsPerCta) {
-    const int li = warp * runs_per_warp + lane / lpc, a = rank + kClusterCtas * li;
-    const bool valid = li < kRunsPerCta && a < P;
-    float v[8];
-    if (valid) {
-      load_run<T, 8>(src + a * q + pos, g.vec != 0, v);
-      if (signs.used && !g.inverse) apply_signs(v, sign_run<8>(signs.w, a * q + pos));
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = 0.0f;
-    }
-    butterflies(v);
-    lane_butterflies(v, lane, lpc);
-    if (valid) {
-      float* p = buf + li * q + pos;
-      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-      *reinterpret_cast<float4*>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
-    }
-  }
-  cluster.sync();
-  // Step 2: this CTA's columns, 4 threads per column (a quarter of the outputs each).
-  constexpr int kGroups = 4;
-  const int cols = lpc, col0 = rank * cols;  // q / 8 columns per CTA
-  const uint32_t* inv = g.inverse && signs.used ? signs.w : nullptr;
-  for (int w = tid; w < cols * kGroups; w += kClusterThreads) {
-    const int grp = w / cols, b = col0 + (w - grp * cols);
-    float col[P];
-#pragma unroll
-    for (int a = 0; a < P; ++a) col[a] = cluster.map_shared_rank(buf, a % kClusterCtas)[(a / kClusterCtas) * q + b];
-    mix_column_quarter<T, P, INV>(grp, col, dst, q, b, g.scale, inv);
-  }
-  cluster.sync();  // every CTA's shared memory stays valid until the others have read it
-}
-
-// ---- decode-sized p * q rows (q = 32..256): one CTA per row, no cluster ----
+// ---- decode-sized p * q rows (q = 32..256): one CTA per row ----
+// Replaced a cluster of 8 CTAs per row (runs by warps, the mix over DSMEM, two cluster
+// barriers): the same 3.37 us at one row, 3.99 us at 16 (cluster scheduling); a version
+// that mixed first on the tensor cores (mma.sync with H_p's signs on the 16-bit input,
+// ~half the instructions) measured 3.90 us: the time is latency, not issue (ncu: IPC 1.6
+// on the row's one SM).
 // Three passes over the row in shared memory (fp32, [p * q / 32][32] with the float4
 // groups of each 32-float line XOR-swizzled by the line's low 3 bits, so that every pass
 // is free of bank conflicts): (1) lines of 32 contiguous elements from global memory,
@@ -468,6 +393,7 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
 // by all p outputs (~280 FADDs per column instead of p^2 = 784), scale, inverse signs,
 // straight to global memory. All loads precede the first barrier: in place is safe.
 constexpr int kRowsThreads = 256;
+constexpr int64_t kRowsKernelMaxRows = 64;  // measured at 1-16 rows; more go to the CTA kernel
 
 // Entry (A, C) of H_P, or of H_P^T when INV: a compile-time constant.
 template <int P, bool INV, int A, int C>
@@ -575,174 +501,6 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
   }
 }
 
-// ---- decode-sized p * q rows of 16-bit data: the order-p mix on the tensor cores ----
-// H_B = H_p (x) H_q, and the two factors commute, so the mix can come first, on the input
-// itself: the signed 16-bit input is exact as an MMA operand and H_p's +-1 entries are
-// exact too, so (H_p (x) I)(D x) costs 128 mma.sync (p padded to 16 or 32, fp32 sums)
-// instead of ~280 FADDs per column; the q-point FWHT of each run follows in fp32 as in
-// the rows kernel. Phases (256 threads, one CTA per row):
-// (1) the row, signed, into xs[a][q + 8] (16-bit; rows p.. of the padding zero; the
-//     8-element pad keeps ldmatrix's eight row addresses on distinct banks);
-// (2) warp w: n-tile pairs w, w + 8, ... of y = H_p X (A: H_p from sign masks, B: ldmatrix
-//     .trans of xs), fp32 into fb[a][q + 4] with float4 groups XOR-swizzled per 32;
-// (3) the FWHT stages of bits 5.. of b, one (run, lane position) per thread;
-// (4) 32 contiguous elements per thread: stages of bits 0-4, scale, inverse signs, store.
-template <int P, bool INV, int Row>
-constexpr uint32_t kMixNegMask = [] {
-  uint32_t m = 0;
-  if constexpr (Row < P)
-    for (int c = 0; c < P; ++c)
-      if ((INV ? SmallHadamardTable<P>::value.h[c][Row] : SmallHadamardTable<P>::value.h[Row][c]) < 0) m |= 1u << c;
-  return m;
-}();
-
-// Element (a, b) of the fp32 buffer of the MMA kernel (row stride q + 4 floats).
-__device__ __forceinline__ int mix_buf_index(int a, int b, int stride) {
-  return a * stride + (b & ~31) + ((((b >> 2) & 7) ^ ((b >> 5) & 7)) << 2) + (b & 3);
-}
-
-template <typename T, int P, bool INV>
-__global__ void __launch_bounds__(kRowsThreads) hadamard_rows_mma_kernel(const T* in, T* out, const ChunkGrid g,
-                                                                         const int q,
-                                                                         const __grid_constant__ SignBits<P * 8> signs) {
-  static_assert(sizeof(T) == 2 && P % 4 == 0 && P <= 32, "16-bit data, p <= 32");
-  constexpr int kPad = P > 16 ? 32 : 16;  // H_p padded to the MMA's m and k
-  constexpr uint32_t kOne = std::is_same_v<T, __half> ? 0x3c00u : 0x3f80u;  // 1.0; -1.0 sets bit 15
-  allow_dependents_to_launch();
-  __shared__ __align__(16) uint16_t xs[kPad * (256 + 8)];
-  __shared__ __align__(16) float fb[P * (256 + 4)];
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int xstride = q + 8, fstride = q + 4, q8 = q >> 3;
-  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
-  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
-  // (1) 8 elements per task, kBatch tasks' loads in flight per thread (one L2 round trip
-  // per batch: a loop of dependent load-store steps cost ~0.3 us per step); forward signs
-  // flip bit 15 of the 16-bit values.
-  const bool forward_signs = signs.used && !g.inverse;
-  const int q8_shift = __ffs(q8) - 1, tasks = kPad << q8_shift;
-  constexpr int kBatch = 4;
-  for (int i0 = tid; i0 < tasks; i0 += kBatch * kRowsThreads) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int i = i0 + k * kRowsThreads, a = i >> q8_shift, b0 = (i & (q8 - 1)) * 8;
-      v[k] = make_uint4(0, 0, 0, 0);
-      if (i < tasks && a < P) {
-        const T* p = src + a * q + b0;
-        if (g.vec) {
-          v[k] = *reinterpret_cast<const uint4*>(p);
-        } else {
-          const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-          v[k] = make_uint4(h[0] | uint32_t(h[1]) << 16, h[2] | uint32_t(h[3]) << 16, h[4] | uint32_t(h[5]) << 16,
-                            h[6] | uint32_t(h[7]) << 16);
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int i = i0 + k * kRowsThreads, a = i >> q8_shift, b0 = (i & (q8 - 1)) * 8;
-      if (i >= tasks) break;
-      if (forward_signs && a < P) {
-        const int e = a * q + b0;
-        const uint32_t bits = signs.w[e >> 5] >> (e & 31);  // 8 bits, b0 a multiple of 8
-        auto flip = [&](uint32_t w, int j) { return w ^ (((bits >> j) & 1u) << 15) ^ (((bits >> (j + 1)) & 1u) << 31); };
-        v[k] = make_uint4(flip(v[k].x, 0), flip(v[k].y, 2), flip(v[k].z, 4), flip(v[k].w, 6));
-      }
-      *reinterpret_cast<uint4*>(xs + a * xstride + b0) = v[k];
-    }
-  }
-  // H_p's row `lane` as a mask of negative entries (compile-time constants per lane).
-  uint32_t neg_mine = 0;
-  [&]<int... R>(std::integer_sequence<int, R...>) {
-    ((neg_mine = lane == R ? kMixNegMask<P, INV, R> : neg_mine), ...);
-  }(std::make_integer_sequence<int, 32>{});
-  __syncthreads();
-  // (2) A fragments: rows 16 mt + gq (+ 8), columns 16 kt + 2 tq (+ 1, + 8, + 9).
-  const int gq = lane >> 2, tq = lane & 3;
-  uint32_t afrag[kPad / 16][kPad / 16][4];
-#pragma unroll
-  for (int mt = 0; mt < kPad / 16; ++mt) {
-    const int r0 = 16 * mt + gq, r1 = r0 + 8;
-    const uint32_t n0 = __shfl_sync(0xffffffffu, neg_mine, r0), n1 = __shfl_sync(0xffffffffu, neg_mine, r1);
-    auto entry = [&](int r, uint32_t neg, int c) -> uint32_t {
-      return (r < P && c < P) ? (kOne | (((neg >> c) & 1u) << 15)) : 0u;
-    };
-#pragma unroll
-    for (int kt = 0; kt < kPad / 16; ++kt) {
-      const int c = 16 * kt + 2 * tq;
-      afrag[mt][kt][0] = entry(r0, n0, c) | entry(r0, n0, c + 1) << 16;
-      afrag[mt][kt][1] = entry(r1, n1, c) | entry(r1, n1, c + 1) << 16;
-      afrag[mt][kt][2] = entry(r0, n0, c + 8) | entry(r0, n0, c + 9) << 16;
-      afrag[mt][kt][3] = entry(r1, n1, c + 8) | entry(r1, n1, c + 9) << 16;
-    }
-  }
-  const uint32_t xs_base = uint32_t(__cvta_generic_to_shared(xs));
-  for (int np = warp; np < (q >> 4); np += kRowsThreads / 32) {
-    float d[kPad / 16][2][4] = {};
-#pragma unroll
-    for (int kt = 0; kt < kPad / 16; ++kt) {
-      const int mat = lane >> 3, k = 16 * kt + (mat & 1) * 8 + (lane & 7), n = 16 * np + (mat >> 1) * 8;
-      uint32_t b[4];
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                   : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-                   : "r"(xs_base + uint32_t(k * xstride + n) * 2u));
-#pragma unroll
-      for (int mt = 0; mt < kPad / 16; ++mt) {
-        detail::mma_16816<T>(d[mt][0], afrag[mt][kt], b[0], b[1]);
-        detail::mma_16816<T>(d[mt][1], afrag[mt][kt], b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int mt = 0; mt < kPad / 16; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int b = 16 * np + 8 * h + 2 * tq, r0 = 16 * mt + gq, r1 = r0 + 8;
-        if (r0 < P) *reinterpret_cast<float2*>(fb + mix_buf_index(r0, b, fstride)) = make_float2(d[mt][h][0], d[mt][h][1]);
-        if (r1 < P) *reinterpret_cast<float2*>(fb + mix_buf_index(r1, b, fstride)) = make_float2(d[mt][h][2], d[mt][h][3]);
-      }
-  }
-  __syncthreads();
-  // (3) bits 5.. of b: task (a, lo), values b = lo + 32 h.
-  const int hq = q >> 5;
-  if (hq > 1) {
-    auto pass = [&]<int HQ>() {
-      for (int t = tid; t < P * 32; t += kRowsThreads) {
-        const int a = t >> 5, lo = t & 31;
-        float v[HQ];
-#pragma unroll
-        for (int hh = 0; hh < HQ; ++hh) v[hh] = fb[mix_buf_index(a, lo + 32 * hh, fstride)];
-        butterflies(v);
-#pragma unroll
-        for (int hh = 0; hh < HQ; ++hh) fb[mix_buf_index(a, lo + 32 * hh, fstride)] = v[hh];
-      }
-    };
-    switch (hq) {
-      case 2: pass.template operator()<2>(); break;
-      case 4: pass.template operator()<4>(); break;
-      default: pass.template operator()<8>(); break;
-    }
-    __syncthreads();
-  }
-  // (4) task (a, j): elements 32 j .. 32 j + 31 of run a.
-  const bool inverse_signs = signs.used && g.inverse;
-  const int hq_shift = __ffs(hq) - 1;
-  for (int t = tid; t < P * hq; t += kRowsThreads) {
-    const int a = t >> hq_shift, j = t & (hq - 1);
-    float v[32];
-    const float* line = fb + a * fstride + 32 * j;
-#pragma unroll
-    for (int f = 0; f < 8; ++f) {
-      const float4 w = *reinterpret_cast<const float4*>(line + ((f ^ (j & 7)) << 2));
-      v[4 * f] = w.x, v[4 * f + 1] = w.y, v[4 * f + 2] = w.z, v[4 * f + 3] = w.w;
-    }
-    butterflies(v);
-#pragma unroll
-    for (int e = 0; e < 32; ++e) v[e] *= g.scale;
-    if (inverse_signs) apply_signs(v, signs.w[(a * q >> 5) + j]);
-    store_run<T, 32>(dst + a * q + 32 * j, g.vec != 0, v);
-  }
-}
-
 // ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
 // Index bits 0-4 (a thread's 32 contiguous elements), then 5-9, then the H = q/1024 high
 // ones, each pass in registers with shared memory (fp32) between passes. Rows of 32
@@ -778,7 +536,7 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
 #pragma unroll
   for (int r = tid; r < kRows; r += kThreads) {
     float v[32];
-    load_run<T, 32, true>(src + r * 32, vec, v);
+    load_run<T, 32>(src + r * 32, vec, v);
     if (forward_signs) apply_signs(v, sign_words[r]);
     butterflies(v);
     float* row = buf + r * 32;
@@ -838,7 +596,7 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
       const int i = h * 1024 + mid * 32 + lo;
       if constexpr (kCpt == 2) {
         const float pair[2] = {v[0][h], v[1][h]};
-        store_run<T, 2, true>(dst + i, vec, pair);
+        store_run<T, 2>(dst + i, vec, pair);
       } else {
         dst[i] = detail::Element<T>::from_float(v[0][h]);
       }
@@ -879,29 +637,6 @@ void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
 }
 
 template <typename T>
-void launch_cluster_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
-                           cudaStream_t stream) {
-  const int q = int(r.size / p);
-  const size_t smem = size_t((p + kClusterCtas - 1) / kClusterCtas) * size_t(q) * sizeof(float);
-  auto go = [&]<int P>() {
-    auto launch = [&](auto kernel) {
-      kernel<<<unsigned(g.chunks * kClusterCtas), kClusterThreads, smem, stream>>>(in, out, g, q / 8,
-                                                                                  sign_bits<P * 8>(r));
-    };
-    if (inverse)
-      launch(hadamard_cluster_kernel<T, P, true>);
-    else
-      launch(hadamard_cluster_kernel<T, P, false>);
-  };
-  switch (p) {
-    case 12: go.template operator()<12>(); break;
-    case 20: go.template operator()<20>(); break;
-    default: go.template operator()<28>(); break;
-  }
-  detail::check_launch("hadamard cluster kernel");
-}
-
-template <typename T>
 void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
                         cudaStream_t stream) {
   const int q = int(r.size / p);
@@ -921,29 +656,6 @@ void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
   }
   detail::check_launch("hadamard rows kernel");
 }
-
-template <typename T>
-void launch_rows_mma_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
-                            cudaStream_t stream) {
-  const int q = int(r.size / p);
-  auto go = [&]<int P>() {
-    auto launch = [&](auto kernel) {
-      kernel<<<unsigned(g.chunks), unsigned(kRowsThreads), 0, stream>>>(in, out, g, q, sign_bits<P * 8>(r));
-    };
-    if (inverse)
-      launch(hadamard_rows_mma_kernel<T, P, true>);
-    else
-      launch(hadamard_rows_mma_kernel<T, P, false>);
-  };
-  switch (p) {
-    case 12: go.template operator()<12>(); break;
-    case 20: go.template operator()<20>(); break;
-    default: go.template operator()<28>(); break;
-  }
-  detail::check_launch("hadamard rows MMA kernel");
-}
-
-std::atomic<detail::HadamardDecodeKernel> decode_kernel_choice{detail::HadamardDecodeKernel::automatic};
 
 template <typename T>
 void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
@@ -979,20 +691,9 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   const int q = int(r.size / p);
   // Sub-chunks of Q1 = E * lpc elements (step 1), H = q / Q1 values per column (step 2).
   KBIT_REQUIRE(p > 1, "hadamard CTA kernel: chunk ", r.size, " is a power of two");
-  // Few rows of q = 8..256 (a decode step's activations): one CTA per row from q = 32,
-  // else a cluster of CTAs per row.
-  if (q >= 8 && q <= 256 && g.chunks * kClusterCtas <= 4 * int64_t(detail::sm_count())) {
-    const auto choice = decode_kernel_choice.load();
-    if (q < 32 || choice == detail::HadamardDecodeKernel::cluster) {
-      launch_cluster_kernel<T>(in, out, g, r, p, inverse, stream);
-    } else if constexpr (sizeof(T) == 2) {
-      if (choice == detail::HadamardDecodeKernel::rows)
-        launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
-      else
-        launch_rows_mma_kernel<T>(in, out, g, r, p, inverse, stream);
-    } else {
-      launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
-    }
+  // Few rows of q = 32..256 (a decode step's activations): one CTA per row.
+  if (q >= 32 && q <= 256 && g.chunks <= kRowsKernelMaxRows) {
+    launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
     return;
   }
   const int e = q < 8 ? 1 : (q <= 256 ? 8 : (q == 512 ? 16 : 32));
@@ -1059,10 +760,6 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
 }
 
 }  // namespace
-
-detail::HadamardDecodeKernel detail::set_hadamard_decode_kernel(HadamardDecodeKernel k) {
-  return decode_kernel_choice.exchange(k);
-}
 
 void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse,
                      cudaStream_t stream) {

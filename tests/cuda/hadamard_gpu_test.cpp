@@ -10,7 +10,6 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/hadamard.h"
-#include "cuda/hadamard_kernels.h"
 #include "support/test_support.h"
 
 namespace kbit {
@@ -76,23 +75,13 @@ TEST(GpuHadamard, MatchesCpuForAllModesAndDtypes) {
   for (const Case& c : cases) check_rotation(c.spec, c.cols > 8192 ? 3 : 17, c.cols, seed, "");
 }
 
-// Decode-sized p * q rows (q = 32..256) on each of their kernels, forced: one CTA per row
-// (FADD mix; MMA mix for 16-bit data) and a cluster per row; 1, 3 and 16 rows; many rows
-// go to the CTA kernel.
-TEST(GpuHadamard, DecodeRowKernelsMatchCpu) {
+// Decode-sized p * q rows (q = 32..256): 1, 3 and 16 rows on the one-CTA-per-row kernel;
+// 100 rows go to the CTA kernel.
+TEST(GpuHadamard, DecodeRowsMatchCpu) {
   KBIT_SKIP_WITHOUT_GPU();
-  using cuda::detail::HadamardDecodeKernel;
   uint64_t seed = 1000;
-  for (HadamardDecodeKernel k :
-       {HadamardDecodeKernel::rows, HadamardDecodeKernel::rows_mma, HadamardDecodeKernel::cluster}) {
-    const HadamardDecodeKernel before = cuda::detail::set_hadamard_decode_kernel(k);
-    const std::string tag = k == HadamardDecodeKernel::rows       ? "rows kernel: "
-                            : k == HadamardDecodeKernel::rows_mma ? "rows MMA kernel: "
-                                                                  : "cluster kernel: ";
-    for (int64_t cols : {12 * 32, 20 * 64, 28 * 128, 12 * 256, 20 * 256, 28 * 256})
-      for (int64_t rows : {1, 3, 16}) check_rotation("row", rows, cols, seed, tag);
-    cuda::detail::set_hadamard_decode_kernel(before);
-  }
+  for (int64_t cols : {12 * 32, 20 * 64, 28 * 128, 12 * 256, 20 * 256, 28 * 256})
+    for (int64_t rows : {1, 3, 16}) check_rotation("row", rows, cols, seed, "");
   check_rotation("row", 100, 28 * 256, seed, "many rows: ");
 }
 
