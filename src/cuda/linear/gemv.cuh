@@ -208,7 +208,7 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
 template <int KB, typename T, int M, bool GROUPED>
 __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     gemv_kernel(const GemvArgs args, const GemvLaunch launch) {
-  constexpr int D = KB == 2 ? 6 : (KB == 3 ? 5 : (KB == 4 ? 4 : 3));  // units of weight loads in flight per warp (3-4 KB; k = 5 spills at 4)
+  constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp (~3 KB)
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_words);
