@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bench/format_bench.h"
+#include "bench/gemv_probe.h"
 #include "bench/hadamard_bench.h"
 #include "bench/moe_bench.h"
 #include "bench/stream_bench.h"
@@ -189,6 +190,14 @@ void add_bench_command(CLI::App& app) {
     for (int b : moe->bits) require_supported_bits(b);
     bench::run_moe_bench(*moe);
   });
+  auto probe = std::make_shared<bench::GemvProbeOptions>();
+  CLI::App* pcmd = bench->add_subcommand("gemv-probe", "phase timeline of one dense GEMV call (cold L2): per-warp "
+                                                       "%globaltimer stamps from the kernel");
+  pcmd->add_option("--shape", probe->shape, "model.projection of data/shapes.json")->capture_default_str();
+  pcmd->add_option("--bits", probe->bits, "bit width 2..5")->capture_default_str();
+  pcmd->add_option("--m", probe->m, "tokens 1..4")->capture_default_str();
+  pcmd->add_option("--iterations", probe->iterations, "probed calls")->capture_default_str();
+  pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
   auto repeats = std::make_shared<int>(15);
   CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");
   cal->add_option("--repeats", *repeats, "timed samples per row")->capture_default_str();

@@ -217,6 +217,17 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const int lut_off = launch.lut_off, x_off = launch.x_off;
   float* x_scales = reinterpret_cast<float*>(smem + launch.x_scales_off);  // [rows][S]: 2^-e per supertile
   const float tensor_scale = args.meta->tensor_scale;  // issued early, used at the end
+  // Diagnostics only (GemvArgs::probe): a phase's %globaltimer, lane 0 of each warp, dense mode.
+  unsigned long long* const probe =
+      !GROUPED && args.probe ? args.probe + (int64_t(blockIdx.x) * kGemvWarps + warp) * kGemvProbeSlots : nullptr;
+  auto stamp = [&](int slot) {
+    if (probe && lane == 0) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      probe[slot] = t;
+    }
+  };
+  stamp(kProbeEntry);
 
   const int64_t S = args.supertiles;
   const int US = args.stripes * int(S);  // units per tile (one matrix)
@@ -275,6 +286,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 #pragma unroll
     for (int d = 0; d < D; ++d) load_stage(stages[d], min(u0 + d, u1 - 1));
   }
+  stamp(kProbeLoadsIssued);
 
   // The pair table from the normalised fp16 codebook in the arguments.
   const uint16_t* cb16 = args.codebook16;
@@ -310,6 +322,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     lut_lane = lut + uint32_t(lane) * 4;
   }
 
+  stamp(kProbeTableBuilt);
   // x, y, the residual and the workspace may come from the previous kernel.
   if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
@@ -372,6 +385,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     }
   }
   __syncthreads();
+  stamp(kProbeXStaged);
+  if (probe && lane == 0) probe[kProbeUnits] = (unsigned long long)(u1 - u0);
   if (!active) return;
 
   // Piece of a stripe: [pu0, pu1) units. Sums the 4 lanes of a row pair, then writes y
@@ -500,7 +515,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         }
       }
       if (++st == S || u + 1 == u1) {
+        if (u + 1 == u1) stamp(kProbeLastUnit);
         finish(seg, piece_u0, u + 1, acc);
+        if (piece_u0 == u0) stamp(kProbeFirstPiece);
+        if (u + 1 == u1) stamp(kProbeExit);
 #pragma unroll
         for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
         piece_u0 = u + 1;

@@ -1,0 +1,107 @@
+#include "bench/gemv_probe.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "bench/inputs.h"
+#include "cuda/common.cuh"
+#include "dispatch/linear_internal.h"
+#include "kbit/cuda.h"
+#include "kbit/error.h"
+#include "kbit/shapes.h"
+
+namespace kbit::bench {
+namespace {
+
+using cuda::detail::check_cuda;
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[size_t(q * double(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+void run_gemv_probe(const GemvProbeOptions& o) {
+  KBIT_REQUIRE(cuda::device_available(), "kbit bench gemv-probe needs a CUDA GPU: ", cuda::device_description());
+  const size_t dot = o.shape.find('.');
+  KBIT_REQUIRE(dot != std::string::npos, "--shape must be model.projection (e.g. glm47.q), got ", o.shape);
+  const ModelShapes& model = model_shapes(o.shape.substr(0, dot));
+  const std::string name = o.shape.substr(dot + 1);
+  const Projection* proj = nullptr;
+  for (const auto& p : model.projections)
+    if (p.name == name) proj = &p;
+  KBIT_REQUIRE(proj, "no projection ", name, " in model ", model.key);
+  require_supported_bits(o.bits);
+  KBIT_REQUIRE(o.m >= 1 && o.m <= cuda::detail::kGemvMaxM, "--m must be 1..", cuda::detail::kGemvMaxM);
+  KBIT_REQUIRE(o.iterations >= 1, "--iterations must be positive");
+  const int64_t n = proj->N, k = proj->K, m = o.m;
+  KBIT_REQUIRE(detail::gemv_supports(m, k, o.bits), "the GEMV does not take M = ", m, ", K = ", k, " at k = ", o.bits);
+
+  const Buffer wd = upload(random_bf16(size_t(n * k), 11, 0.05f));
+  const QuantizedMatrix w = cuda::repack(
+      cuda::quantize(TensorView{wd.data(), DType::bf16, n, k}, Codebook::bnf(o.bits), nullptr), Layout::mma16, nullptr);
+  const Buffer xd = upload(random_bf16(size_t(m * k), 12, 1.0f));
+  Buffer yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+  LinearWorkspace ws({m, n, k, false});
+  cuda::detail::GemvArgs a = detail::gemv_args(w, TensorView{xd.data(), DType::bf16, m, k},
+                                               MutableTensorView{yd.data(), DType::bf16, m, n}, ws);
+  const int64_t warps = int64_t(detail::linear_sm_count()) * cuda::detail::kGemvWarps;  // at most one CTA per SM
+  const size_t slots = size_t(warps) * cuda::detail::kGemvProbeSlots;
+  Buffer probe = Buffer::allocate(Memory::device, slots * sizeof(unsigned long long));
+  a.probe = static_cast<unsigned long long*>(probe.data());
+  Buffer flush = Buffer::allocate(Memory::device, size_t(256) << 20);  // > 3x the 60 MB L2
+
+  std::printf("gemv-probe %s: N = %lld, K = %lld, M = %lld, k = %d, %.1f MB packed; cold L2, %d calls\n",
+              o.shape.c_str(), (long long)n, (long long)k, (long long)m, o.bits, double(w.storage_bytes()) / 1e6,
+              o.iterations);
+  const char* phase_names[] = {"entry", "loads issued", "table built", "x staged", "first piece", "last unit",
+                               "exit"};
+  constexpr int kPhases = 7;
+  std::vector<std::vector<double>> med(kPhases), p90(kPhases), mx(kPhases);
+  std::vector<double> per_unit, kernel_us;
+  std::vector<unsigned long long> host(slots);
+  for (int it = 0; it < o.iterations; ++it) {
+    check_cuda(cudaMemset(flush.data(), it, flush.size()), "gemv-probe: flush");
+    check_cuda(cudaMemset(probe.data(), 0, probe.size()), "gemv-probe: clear");
+    detail::launch_gemv(o.bits, a, DType::bf16, nullptr);
+    check_cuda(cudaDeviceSynchronize(), "gemv-probe: run");
+    check_cuda(cudaMemcpy(host.data(), probe.data(), probe.size(), cudaMemcpyDeviceToHost), "gemv-probe: read");
+    unsigned long long t0 = ~0ull, t_end = 0;
+    for (int64_t wi = 0; wi < warps; ++wi) {
+      const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
+      if (s[cuda::detail::kProbeEntry]) t0 = std::min(t0, s[cuda::detail::kProbeEntry]);
+    }
+    std::vector<std::vector<double>> at(kPhases);
+    for (int64_t wi = 0; wi < warps; ++wi) {
+      const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
+      if (!s[cuda::detail::kProbeEntry] || !s[cuda::detail::kProbeUnits]) continue;  // not launched, or no units
+      for (int ph = 0; ph < kPhases; ++ph)
+        if (s[ph]) at[size_t(ph)].push_back(double(s[ph] - t0) * 1e-3);
+      t_end = std::max(t_end, s[cuda::detail::kProbeExit]);
+      if (s[cuda::detail::kProbeLastUnit] > s[cuda::detail::kProbeXStaged])
+        per_unit.push_back(double(s[cuda::detail::kProbeLastUnit] - s[cuda::detail::kProbeXStaged]) * 1e-3 /
+                           double(s[cuda::detail::kProbeUnits]));
+    }
+    for (int ph = 0; ph < kPhases; ++ph) {
+      med[size_t(ph)].push_back(quantile(at[size_t(ph)], 0.5));
+      p90[size_t(ph)].push_back(quantile(at[size_t(ph)], 0.9));
+      mx[size_t(ph)].push_back(quantile(at[size_t(ph)], 1.0));
+    }
+    kernel_us.push_back(double(t_end - t0) * 1e-3);
+  }
+  std::printf("\n%-14s %12s %12s %12s   (us from the first warp's entry; medians over the calls)\n", "phase",
+              "warp median", "warp p90", "last warp");
+  for (int ph = 0; ph < kPhases; ++ph)
+    std::printf("%-14s %12.2f %12.2f %12.2f\n", phase_names[ph], quantile(med[size_t(ph)], 0.5),
+                quantile(p90[size_t(ph)], 0.5), quantile(mx[size_t(ph)], 0.5));
+  const double bytes = double(w.storage_bytes());
+  const double span = quantile(kernel_us, 0.5);
+  std::printf("\nfirst entry to last exit: %.2f us (%.2f TB/s over the packed weights)\n", span, bytes / (span * 1e6));
+  std::printf("per unit (x staged to last unit, per warp): median %.3f us, p90 %.3f us\n", quantile(per_unit, 0.5),
+              quantile(per_unit, 0.9));
+}
+
+}  // namespace kbit::bench
