@@ -32,7 +32,10 @@
 // glm47 q 15.5 us (2.16 TB/s, 49% of 4.40; fused kernel 25.4, cuBLAS bf16 35.1), k = 3
 // 15.1, k = 2 14.6; shared_gu 25.1 us (2.67 TB/s). Grouped, GLM-4.7 experts k = 4:
 // 1.8-3.3 TB/s at T = 1..16. Latency-bound (ncu: 22% occupancy at 104 registers,
-// issue slots 39% busy); ~5.5 us fixed per dense call, ~10 us per grouped call.
+// issue slots 39% busy); ~5.5 us fixed per dense call, ~10 us per grouped call. The
+// phase probe (GemvArgs::probe, kbit bench gemv-probe; c107387) on glm47 q: the loop
+// streams at 3.7 TB/s, but starts 3.1-4.3 us after entry (x staging behind the weight
+// loads) and the last warp exits ~3 us after the median one.
 #pragma once
 
 #include <cuda_bf16.h>
