@@ -25,7 +25,6 @@ double quantile(std::vector<double> v, double q) {
 }  // namespace
 
 void run_gemv_probe(const GemvProbeOptions& o) {
-  KBIT_REQUIRE(cuda::device_available(), "kbit bench gemv-probe needs a CUDA GPU: ", cuda::device_description());
   const size_t dot = o.shape.find('.');
   KBIT_REQUIRE(dot != std::string::npos, "--shape must be model.projection (e.g. glm47.q), got ", o.shape);
   const ModelShapes& model = model_shapes(o.shape.substr(0, dot));
@@ -39,6 +38,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   KBIT_REQUIRE(o.iterations >= 1, "--iterations must be positive");
   const int64_t n = proj->N, k = proj->K, m = o.m;
   KBIT_REQUIRE(detail::gemv_supports(m, k, o.bits), "the GEMV does not take M = ", m, ", K = ", k, " at k = ", o.bits);
+  KBIT_REQUIRE(cuda::device_available(), "kbit bench gemv-probe needs a CUDA GPU: ", cuda::device_description());
 
   const Buffer wd = upload(random_bf16(size_t(n * k), 11, 0.05f));
   const QuantizedMatrix w = cuda::repack(
