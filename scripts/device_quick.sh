@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # A short device session: build the CLI and the GPU tests only, then run the steps
-# named in KBIT_STEPS (each under its own timeout), logs under $OUT.
+# named in KBIT_STEPS (each under its own timeout), logs under $OUT. Steps: ctest,
+# hadamard, skinny_sweep, skinny_selected, model_bench, stream_bench, moe_bench,
+# moe_bench2, test:FILTER, memcheck:/racecheck:/synccheck:FILTER, ncu:KERNEL_REGEX,
+# cmd (KBIT_CMD: any command, e.g. several `build-dev/kbit bench gemv-probe` runs),
+# ab (KBIT_AB_TARGET, KBIT_AB_OLD, KBIT_AB_CMD, KBIT_AB_ROUNDS: A/B of one source file).
 set -uo pipefail
 OUT=${OUT:-/tmp/kbit-out}
 mkdir -p "$OUT"
@@ -51,6 +55,21 @@ for step in ${KBIT_STEPS:-}; do
     synccheck:*) f=${step#synccheck:}; echo "== synccheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool synccheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/synccheck.log" 2>&1
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/synccheck.log" | tail -1)" ;;
+    ab) # A/B of one source file: the working tree's (new) against KBIT_AB_OLD (an untracked
+        # copy placed in the tree before the call), KBIT_AB_CMD run after each build of the CLI,
+        # KBIT_AB_ROUNDS alternating rounds; the file is restored afterwards.
+      echo "== A/B of ${KBIT_AB_TARGET:-?} against ${KBIT_AB_OLD:-?}: ${KBIT_AB_CMD:-?}"
+      cp "$KBIT_AB_TARGET" /tmp/ab_new
+      for r in $(seq "${KBIT_AB_ROUNDS:-1}"); do
+        for v in new old; do
+          if [ $v = old ]; then cp "$KBIT_AB_OLD" "$KBIT_AB_TARGET"; else cp /tmp/ab_new "$KBIT_AB_TARGET"; fi
+          ninja -C build-dev kbit > /dev/null 2>&1 || { echo "build $v failed"; continue; }
+          echo "== $v (round $r)"; timeout "${KBIT_AB_TIMEOUT:-120}" bash -c "$KBIT_AB_CMD" 2>&1
+        done
+      done > "$OUT/ab.txt"
+      cp /tmp/ab_new "$KBIT_AB_TARGET"; ninja -C build-dev kbit > /dev/null 2>&1
+      cat "$OUT/ab.txt" ;;
+    cmd) echo "== $KBIT_CMD"; timeout "${KBIT_CMD_TIMEOUT:-120}" bash -c "$KBIT_CMD" > "$OUT/cmd.txt" 2>&1; echo "rc=$?"; cat "$OUT/cmd.txt" ;;
     memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/memcheck.log" 2>&1
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" ;;
