@@ -20,6 +20,7 @@ struct Projection {
 struct ModelShapes {
   std::string key, source;
   std::vector<Projection> projections;
+  const Projection* find(const std::string& name) const;  // null when absent
 };
 
 const std::string& shapes_json();        // the embedded data/shapes.json

@@ -29,9 +29,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   KBIT_REQUIRE(dot != std::string::npos, "--shape must be model.projection (e.g. glm47.q), got ", o.shape);
   const ModelShapes& model = model_shapes(o.shape.substr(0, dot));
   const std::string name = o.shape.substr(dot + 1);
-  const Projection* proj = nullptr;
-  for (const auto& p : model.projections)
-    if (p.name == name) proj = &p;
+  const Projection* proj = model.find(name);
   KBIT_REQUIRE(proj, "no projection ", name, " in model ", model.key);
   require_supported_bits(o.bits);
   KBIT_REQUIRE(o.m >= 1 && o.m <= cuda::detail::kGemvMaxM, "--m must be 1..", cuda::detail::kGemvMaxM);

@@ -96,22 +96,16 @@ QuantizedMatrix stacked_experts(int64_t e, int64_t n, int64_t k, int bits, uint3
   return quantize_stack(stacked_bf16(e, n, k, seed), e, n, k, bits);
 }
 
-const Projection* find_projection(const ModelShapes& shapes, const std::string& name) {
-  for (const auto& p : shapes.projections)
-    if (p.name == name) return &p;
-  return nullptr;
-}
-
 // kbit::moe_forward for T decode tokens in one CUDA graph against the same graph of its
 // GEMMs alone (grouped gate+up and down over the same routing, plus the shared expert's
 // two projections when the model has one): the issue-5 target is within 1.3x.
 void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, const DeviceInfo& dev,
                           std::vector<nlohmann::json>& rows) {
-  const Projection* gu = find_projection(shapes, "moe_gu");
-  const Projection* dn = find_projection(shapes, "moe_dn");
+  const Projection* gu = shapes.find("moe_gu");
+  const Projection* dn = shapes.find("moe_dn");
   if (!gu || !dn) return;
-  const Projection* sgu = find_projection(shapes, "shared_gu");
-  const Projection* sdn = find_projection(shapes, "shared_dn");
+  const Projection* sgu = shapes.find("shared_gu");
+  const Projection* sdn = shapes.find("shared_dn");
   const int64_t e = gu->experts, hidden = gu->K, inter = dn->K;
   KBIT_REQUIRE(gu->N == 2 * inter && dn->N == hidden, "moe bench: ", o.model, ": moe_gu and moe_dn do not chain");
   const bool shared = sgu && sdn && sgu->K == hidden && sdn->N == hidden && sgu->N == 2 * sdn->K;

@@ -81,8 +81,7 @@ __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   RunBits<T, N> u;
   if (vec && kBytes % 16 == 0) {
 #pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i)
-      u.q[i] = reinterpret_cast<const uint4*>(p)[i];
+    for (int i = 0; i < kBytes / 16; ++i) u.q[i] = reinterpret_cast<const uint4*>(p)[i];
   } else if (vec && kBytes == 8) {
     u.d[0] = *reinterpret_cast<const uint2*>(p);
   } else if (vec && kBytes == 4) {
@@ -124,6 +123,14 @@ __device__ __forceinline__ int64_t chunk_offset(const ChunkGrid& g, int64_t c, i
 // Word offset of element lo of a 32-float line whose low 3 index bits are `row7`: the
 // float4 groups XOR-swizzled so that rows and columns of lines are both conflict-free.
 __device__ __forceinline__ int swizzle(int row7, int lo) { return ((((lo >> 2) ^ row7) << 2) | (lo & 3)); }
+
+// 32 values as line `line` of a swizzled fp32 buffer (float4 group f at f ^ (line & 7)).
+__device__ __forceinline__ void store_line(float* buf, int line, const float (&v)[32]) {
+  float* row = buf + line * 32;
+#pragma unroll
+  for (int f = 0; f < 8; ++f)
+    *reinterpret_cast<float4*>(row + ((f ^ (line & 7)) << 2)) = make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
+}
 
 // Butterflies over N register values: stage h pairs (j, j + h) for j with bit h clear.
 template <int N>
@@ -220,10 +227,13 @@ struct SmallHadamardTable {
   static constexpr kbit::detail::SmallHadamard<P> value = kbit::detail::small_hadamard<P>();
 };
 
+// Entry (A, C) of H_P, or of H_P^T when INV: a compile-time constant.
+template <int P, bool INV, int A, int C>
+constexpr int kMixSign = INV ? SmallHadamardTable<P>::value.h[C][A] : SmallHadamardTable<P>::value.h[A][C];
+
 template <int P, bool INV, int A, int C>
 __device__ __forceinline__ float signed_term(const float (&col)[P]) {
-  constexpr int kSign = INV ? SmallHadamardTable<P>::value.h[C][A] : SmallHadamardTable<P>::value.h[A][C];
-  if constexpr (kSign > 0)
+  if constexpr (kMixSign<P, INV, A, C> > 0)
     return col[C];
   else
     return -col[C];
@@ -395,10 +405,6 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
 constexpr int kRowsThreads = 256;
 constexpr int64_t kRowsKernelMaxRows = 64;  // measured at 1-16 rows; more go to the CTA kernel
 
-// Entry (A, C) of H_P, or of H_P^T when INV: a compile-time constant.
-template <int P, bool INV, int A, int C>
-constexpr int kMixSign = INV ? SmallHadamardTable<P>::value.h[C][A] : SmallHadamardTable<P>::value.h[A][C];
-
 // Output a's share of group G (inputs 4G..4G+3 of the column) of H_P (H_P^T when INV):
 // s0 * (x0 + s1 x1 + s2 x2 + s3 x3) with s_i the entry's sign relative to s0, from the
 // four shared partial sums; the compiler keeps one copy of each distinct sum.
@@ -461,10 +467,7 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
     load_run<T, 32>(src + t * 32, g.vec != 0, v);
     if (forward_signs) apply_signs(v, signs.w[t]);
     butterflies(v);
-    float* line = buf + t * 32;
-#pragma unroll
-    for (int f = 0; f < 8; ++f)
-      *reinterpret_cast<float4*>(line + ((f ^ (t & 7)) << 2)) = make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
+    store_line(buf, t, v);
   }
   __syncthreads();
   if (hq > 1) {
@@ -539,10 +542,7 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
     load_run<T, 32>(src + r * 32, vec, v);
     if (forward_signs) apply_signs(v, sign_words[r]);
     butterflies(v);
-    float* row = buf + r * 32;
-#pragma unroll
-    for (int f = 0; f < 8; ++f)
-      *reinterpret_cast<float4*>(row + ((f ^ (r & 7)) << 2)) = make_float4(v[4 * f], v[4 * f + 1], v[4 * f + 2], v[4 * f + 3]);
+    store_line(buf, r, v);
   }
   __syncthreads();
   // Pass 2: (hi, lo), bits 5-9 (mid). Row hi * 32 + mid has low bits mid & 7.

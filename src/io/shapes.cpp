@@ -51,4 +51,10 @@ const ModelShapes& model_shapes(const std::string& key) {
   throw Error(detail::concat("unknown model '", key, "' (known: ", known, ")"));
 }
 
+const Projection* ModelShapes::find(const std::string& name) const {
+  for (const auto& p : projections)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
 }  // namespace kbit
