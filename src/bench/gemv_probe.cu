@@ -46,7 +46,8 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   LinearWorkspace ws({m, n, k, false});
   cuda::detail::GemvArgs a = detail::gemv_args(w, TensorView{xd.data(), DType::bf16, m, k},
                                                MutableTensorView{yd.data(), DType::bf16, m, n}, ws);
-  const int64_t warps = int64_t(detail::linear_sm_count()) * cuda::detail::kGemvWarps;  // at most one CTA per SM
+  // One wave of GEMV CTAs at most (the launcher's bound).
+  const int64_t warps = int64_t(detail::linear_sm_count()) * cuda::detail::kGemvMaxCtasPerSm * cuda::detail::kGemvWarps;
   const size_t slots = size_t(warps) * cuda::detail::kGemvProbeSlots;
   Buffer probe = Buffer::allocate(Memory::device, slots * sizeof(unsigned long long));
   a.probe = static_cast<unsigned long long*>(probe.data());

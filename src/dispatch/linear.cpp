@@ -221,11 +221,11 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
   check_cuda_call(cudaMemset(impl_->counters.data(), 0, impl_->counters.size()), "LinearWorkspace: clearing counters");
   impl_->rotated = Buffer::allocate(Memory::device, size_t(l.max_m * l.max_k) * 2);
   if (l.max_m >= 1) {
-    // Two pieces of 16 rows x M tokens per warp of one wave of GEMV CTAs (at most 2 per SM),
+    // Two pieces of 16 rows x M tokens per warp of one wave of GEMV CTAs (kGemvMaxCtasPerSm),
     // for the GEMV's largest M: the grouped mode takes tiles of up to 4 rows even when
     // the call has fewer rows (1 MB on an H200).
     const int64_t m = cuda::detail::kGemvMaxM;
-    impl_->gemv_piece_floats = 2 * int64_t(current_sm_count()) * 2 * cuda::detail::kGemvWarps * 16 * m;
+    impl_->gemv_piece_floats = 2 * int64_t(current_sm_count()) * cuda::detail::kGemvMaxCtasPerSm * cuda::detail::kGemvWarps * 16 * m;
     // One counter per stripe; the grouped GEMV needs one per (tile, stripe) with at most
     // 2 P tiles for P <= kGroupedGemvMaxRows rows.
     impl_->gemv_counter_count = ceil_div(l.max_n, 16) * std::max<int64_t>(1, 2 * std::min(l.max_m, kGroupedGemvMaxRows));

@@ -577,7 +577,7 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
   const GemvSmem map = gemv_smem_map(KB, M, a.K, dynamic_smem_base());
   KBIT_REQUIRE(map.total <= kGemvMaxSmem, "gemv: M = ", M, ", K = ", a.K, " needs ", map.total,
                " bytes of shared memory, more than ", kGemvMaxSmem);
-  const int per_sm = gemv_ctas_per_sm<KB, T, M, false>(map.total);
+  const int per_sm = std::min(gemv_ctas_per_sm<KB, T, M, false>(map.total), kGemvMaxCtasPerSm);
   const int64_t units = int64_t(a.stripes) * a.supertiles;
   KBIT_REQUIRE(units < (int64_t(1) << 30), "gemv: W has too many 16 x 128 units (", units, ")");
   int64_t ctas = std::min<int64_t>(int64_t(sm_count()) * per_sm,

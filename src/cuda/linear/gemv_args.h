@@ -16,6 +16,7 @@ namespace kbit::cuda::detail {
 inline constexpr int kGemvMaxM = 4;       // tokens per call
 inline constexpr int kGemvWarps = 16;     // warps per CTA
 inline constexpr int kGemvMinUnits = 2;   // (stripe, supertile) units per warp at least
+inline constexpr int kGemvMaxCtasPerSm = 2;  // the workspace's partial sums are sized for this
 // Shared memory of one CTA that the GEMV may use (the H200's 227 KB per block).
 inline constexpr int64_t kGemvMaxSmem = 227 * 1024;
 
