@@ -285,6 +285,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int q = 0; q < KB; ++q) sg.w[q] = load_stream(p + q * 32);
     sg.scales = __ldg(scbase + int64_t(u) * 8);
   };
+  // Dense without PDL: x's first batch of chunks is requested before the weights, so that
+  // it does not queue behind the ~6 MB the grid's first weight stages request (the probe:
+  // x staged 3.1-4.3 us after entry). With PDL, x may not be written yet.
+  // (Two chunks, no SwiGLU half: few registers live across the weight requests; M = 1
+  // up to K = 8192 is all of x.)
+  constexpr int kXBatch = 4, kXEarly = 2;  // chunks of 8 columns per thread in flight
+  const int x_row_chunks = int(S * 16), x_chunks = launch.x_rows * x_row_chunks;  // 16 | row_chunks
+  const bool early_x = !GROUPED && !args.pdl && !args.x_swiglu;
+  uint4 x_early[kXEarly];
+  if (early_x) {
+#pragma unroll
+    for (int b = 0; b < kXEarly; ++b) {
+      const int chunk = int(threadIdx.x) + b * kThreads;
+      if (chunk < x_chunks) x_early[b] = load_x8_raw(args, chunk / x_row_chunks, chunk % x_row_chunks * 8).a;
+    }
+  }
   if (active) {
 #pragma unroll
     for (int d = 0; d < D; ++d) load_stage(stages[d], min(u0 + d, u1 - 1));
@@ -348,14 +364,19 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     const uint32_t xs = sbase + uint32_t(x_off);
     // Chunks of 8 columns; a thread loads kBatch chunks before converting any, so that
     // long rows (K = 12288, or 4 rows) do not pay one global latency per chunk.
-    constexpr int kBatch = 4;
-    const int row_chunks = int(kpad / 8), chunks = launch.x_rows * row_chunks;  // 16 | row_chunks
+    constexpr int kBatch = kXBatch;
+    const int row_chunks = x_row_chunks, chunks = x_chunks;
     for (int c0 = int(threadIdx.x); c0 < chunks; c0 += kBatch * kThreads) {
       XRaw raw[kBatch];
+      const int early = early_x && c0 == int(threadIdx.x) ? kXEarly : 0;  // chunks requested at entry
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int chunk = c0 + b * kThreads;
-        if (chunk < chunks) raw[b] = load_x8_raw(args, row_base + chunk / row_chunks, chunk % row_chunks * 8);
+        if (b < early) {
+          if (chunk < chunks) raw[b].a = x_early[b];
+        } else if (chunk < chunks) {
+          raw[b] = load_x8_raw(args, row_base + chunk / row_chunks, chunk % row_chunks * 8);
+        }
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
