@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <random>
 #include <vector>
 
 #include "bench/inputs.h"
@@ -9,6 +11,7 @@
 #include "dispatch/linear_internal.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
+#include "kbit/moe.h"
 #include "kbit/shapes.h"
 
 namespace kbit::bench {
@@ -32,30 +35,71 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   const Projection* proj = model.find(name);
   KBIT_REQUIRE(proj, "no projection ", name, " in model ", model.key);
   require_supported_bits(o.bits);
-  KBIT_REQUIRE(o.m >= 1 && o.m <= cuda::detail::kGemvMaxM, "--m must be 1..", cuda::detail::kGemvMaxM);
+  if (proj->experts > 1)
+    KBIT_REQUIRE(o.m >= 1 && o.m * proj->active <= kGroupedGemvMaxRows, "--m (tokens) must be 1..",
+                 kGroupedGemvMaxRows / proj->active, " for ", o.shape, " (the grouped GEMV's rows)");
+  else
+    KBIT_REQUIRE(o.m >= 1 && o.m <= cuda::detail::kGemvMaxM, "--m must be 1..", cuda::detail::kGemvMaxM);
   KBIT_REQUIRE(o.iterations >= 1, "--iterations must be positive");
   const int64_t n = proj->N, k = proj->K, m = o.m;
-  KBIT_REQUIRE(detail::gemv_supports(m, k, o.bits), "the GEMV does not take M = ", m, ", K = ", k, " at k = ", o.bits);
+  if (proj->experts <= 1)
+    KBIT_REQUIRE(detail::gemv_supports(m, k, o.bits), "the GEMV does not take M = ", m, ", K = ", k, " at k = ", o.bits);
   KBIT_REQUIRE(cuda::device_available(), "kbit bench gemv-probe needs a CUDA GPU: ", cuda::device_description());
 
-  const Buffer wd = upload(random_bf16(size_t(n * k), 11, 0.05f));
-  const QuantizedMatrix w = cuda::repack(
-      cuda::quantize(TensorView{wd.data(), DType::bf16, n, k}, Codebook::bnf(o.bits), nullptr), Layout::mma16, nullptr);
-  const Buffer xd = upload(random_bf16(size_t(m * k), 12, 1.0f));
-  Buffer yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
-  LinearWorkspace ws({m, n, k, false});
-  cuda::detail::GemvArgs a = detail::gemv_args(w, TensorView{xd.data(), DType::bf16, m, k},
-                                               MutableTensorView{yd.data(), DType::bf16, m, n}, ws);
   // One wave of GEMV CTAs at most (the launcher's bound).
   const int64_t warps = int64_t(detail::linear_sm_count()) * cuda::detail::kGemvMaxCtasPerSm * cuda::detail::kGemvWarps;
   const size_t slots = size_t(warps) * cuda::detail::kGemvProbeSlots;
   Buffer probe = Buffer::allocate(Memory::device, slots * sizeof(unsigned long long));
-  a.probe = static_cast<unsigned long long*>(probe.data());
   Buffer flush = Buffer::allocate(Memory::device, size_t(256) << 20);  // > 3x the 60 MB L2
+  std::function<void()> call;  // one GEMV call with the probe set
+  double packed_bytes = 0.0;   // weights the call reads
+  // Dense: the GEMV straight from its arguments. Experts: kbit::expert_linear on T tokens
+  // routed top-`active` by seeded random logits (its grouped GEMV, when it takes them).
+  const bool grouped = proj->experts > 1;
+  const int64_t e = grouped ? proj->experts : 1;
+  const Buffer wd = [&] {
+    Buffer one = upload(random_bf16(size_t(n * k), 11, 0.05f));
+    if (e == 1) return one;
+    Buffer all = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
+    for (int64_t i = 0; i < e; ++i)
+      check_cuda(cudaMemcpy(static_cast<char*>(all.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
+                            cudaMemcpyDeviceToDevice),
+                 "gemv-probe: experts");
+    return all;
+  }();
+  const QuantizedMatrix w = cuda::repack(
+      cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(o.bits), nullptr), Layout::mma16, nullptr);
+  const int64_t rows = grouped ? m * proj->active : m;
+  const Buffer xd = upload(random_bf16(size_t(rows * k), 12, 1.0f));
+  Buffer yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);
+  LinearWorkspace ws({rows, n, k, false});
+  Buffer offsets;
+  if (grouped) {
+    std::mt19937 rng{uint32_t(m)};
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> logits(size_t(m * e));
+    for (auto& v : logits) v = nd(rng);
+    const Routing r = cpu::route(logits.data(), m, e, proj->active, RoutingMode::topk_softmax);
+    int touched = 0;
+    for (int64_t i = 0; i < e; ++i) touched += r.offsets[size_t(i) + 1] > r.offsets[size_t(i)];
+    packed_bytes = double(w.storage_bytes()) / double(e) * touched;
+    offsets = upload(r.offsets.data(), r.offsets.size() * 4);
+    call = [&] {
+      expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, w, e, static_cast<const int32_t*>(offsets.data()),
+                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr);
+    };
+  } else {
+    packed_bytes = double(w.storage_bytes());
+    call = [&] {
+      const cuda::detail::GemvArgs a = detail::gemv_args(w, TensorView{xd.data(), DType::bf16, m, k},
+                                                         MutableTensorView{yd.data(), DType::bf16, m, n}, ws);
+      detail::launch_gemv(o.bits, a, DType::bf16, nullptr);
+    };
+  }
 
-  std::printf("gemv-probe %s: N = %lld, K = %lld, M = %lld, k = %d, %.1f MB packed; cold L2, %d calls\n",
-              o.shape.c_str(), (long long)n, (long long)k, (long long)m, o.bits, double(w.storage_bytes()) / 1e6,
-              o.iterations);
+  std::printf("gemv-probe %s: N = %lld, K = %lld, %s = %lld, k = %d, %.1f MB packed%s; cold L2, %d calls\n",
+              o.shape.c_str(), (long long)n, (long long)k, grouped ? "T" : "M", (long long)m, o.bits, packed_bytes / 1e6,
+              grouped ? " (experts touched)" : "", o.iterations);
   const char* phase_names[] = {"entry", "loads issued", "table built", "x staged", "first piece", "last unit",
                                "exit"};
   constexpr int kPhases = 7;
@@ -65,7 +109,14 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   for (int it = 0; it < o.iterations; ++it) {
     check_cuda(cudaMemset(flush.data(), it, flush.size()), "gemv-probe: flush");
     check_cuda(cudaMemset(probe.data(), 0, probe.size()), "gemv-probe: clear");
-    detail::launch_gemv(o.bits, a, DType::bf16, nullptr);
+    detail::set_gemv_probe(static_cast<unsigned long long*>(probe.data()));
+    try {
+      call();
+    } catch (...) {
+      detail::set_gemv_probe(nullptr);
+      throw;
+    }
+    detail::set_gemv_probe(nullptr);
     check_cuda(cudaDeviceSynchronize(), "gemv-probe: run");
     check_cuda(cudaMemcpy(host.data(), probe.data(), probe.size(), cudaMemcpyDeviceToHost), "gemv-probe: read");
     unsigned long long t0 = ~0ull, t_end = 0;
@@ -89,6 +140,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
       p90[size_t(ph)].push_back(quantile(at[size_t(ph)], 0.9));
       mx[size_t(ph)].push_back(quantile(at[size_t(ph)], 1.0));
     }
+    KBIT_REQUIRE(t0 != ~0ull, "gemv-probe: no GEMV warp stamped its phases (the call took another path)");
     kernel_us.push_back(double(t_end - t0) * 1e-3);
   }
   std::printf("\n%-14s %12s %12s %12s   (us from the first warp's entry; medians over the calls)\n", "phase",
@@ -96,7 +148,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   for (int ph = 0; ph < kPhases; ++ph)
     std::printf("%-14s %12.2f %12.2f %12.2f\n", phase_names[ph], quantile(med[size_t(ph)], 0.5),
                 quantile(p90[size_t(ph)], 0.5), quantile(mx[size_t(ph)], 0.5));
-  const double bytes = double(w.storage_bytes());
+  const double bytes = packed_bytes;
   const double span = quantile(kernel_us, 0.5);
   std::printf("\nfirst entry to last exit: %.2f us (%.2f TB/s over the packed weights)\n", span, bytes / (span * 1e6));
   std::printf("per unit (x staged to last unit, per warp): median %.3f us, p90 %.3f us\n", quantile(per_unit, 0.5),

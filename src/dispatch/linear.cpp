@@ -306,6 +306,12 @@ cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const Tenso
   return a;
 }
 
+namespace {
+unsigned long long* gemv_probe_buffer = nullptr;  // set_gemv_probe
+}  // namespace
+
+void detail::set_gemv_probe(unsigned long long* probe) { gemv_probe_buffer = probe; }
+
 cuda::detail::GemvArgs detail::gemv_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,
                                          LinearWorkspace& ws) {
   const cuda::detail::FusedArgs f = fused_args(w, x, y);
@@ -323,6 +329,7 @@ cuda::detail::GemvArgs detail::gemv_args(const QuantizedMatrix& w, const TensorV
   if (!(cb_max > 0.0f) || !std::isfinite(cb_max)) cb_max = 1.0f;
   for (int i = 0; i < w.codebook().levels(); ++i) a.codebook16[i] = float_to_half_bits(w.codebook()[i] / cb_max);
   a.out_factor = cb_max * 16.0f;  // E4M4 block scales enter the kernel as fp16 value / 16
+  a.probe = gemv_probe_buffer;
   return a;
 }
 

@@ -43,6 +43,10 @@ void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const 
 // codebook and the workspace's split-stripe buffers.
 cuda::detail::GemvArgs gemv_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,
                                  LinearWorkspace& ws);
+// Diagnostics (kbit bench gemv-probe): while set, every GemvArgs that gemv_args builds
+// carries this buffer as its probe ([SMs x kGemvWarps][kGemvProbeSlots] values); null: off.
+// Process-wide and not synchronised: for a single-threaded diagnostic tool only.
+void set_gemv_probe(unsigned long long* probe);
 // The grouped GEMV's sizes for these arguments (a.expert_offsets, experts, tile_rows set).
 cuda::detail::GemvGroupedPlan plan_grouped_gemv(int bits, const cuda::detail::GemvArgs& a);
 // How a GEMV stages x from a source other than its own rows (kbit::moe_forward's

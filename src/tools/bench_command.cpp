@@ -191,11 +191,11 @@ void add_bench_command(CLI::App& app) {
     bench::run_moe_bench(*moe);
   });
   auto probe = std::make_shared<bench::GemvProbeOptions>();
-  CLI::App* pcmd = bench->add_subcommand("gemv-probe", "phase timeline of one dense GEMV call (cold L2): per-warp "
-                                                       "%globaltimer stamps from the kernel");
+  CLI::App* pcmd = bench->add_subcommand("gemv-probe", "phase timeline of one GEMV call (cold L2; dense or grouped "
+                                                       "experts): per-warp %globaltimer stamps from the kernel");
   pcmd->add_option("--shape", probe->shape, "model.projection of data/shapes.json")->capture_default_str();
   pcmd->add_option("--bits", probe->bits, "bit width 2..5")->capture_default_str();
-  pcmd->add_option("--m", probe->m, "tokens 1..4")->capture_default_str();
+  pcmd->add_option("--m", probe->m, "tokens: 1..4 (dense), routed tokens (expert projections)")->capture_default_str();
   pcmd->add_option("--iterations", probe->iterations, "probed calls")->capture_default_str();
   pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
   auto repeats = std::make_shared<int>(15);

@@ -220,9 +220,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const int lut_off = launch.lut_off, x_off = launch.x_off;
   float* x_scales = reinterpret_cast<float*>(smem + launch.x_scales_off);  // [rows][S]: 2^-e per supertile
   const float tensor_scale = args.meta->tensor_scale;  // issued early, used at the end
-  // Diagnostics only (GemvArgs::probe): a phase's %globaltimer, lane 0 of each warp, dense mode.
+  // Diagnostics only (GemvArgs::probe): a phase's %globaltimer, lane 0 of each warp.
   unsigned long long* const probe =
-      !GROUPED && args.probe ? args.probe + (int64_t(blockIdx.x) * kGemvWarps + warp) * kGemvProbeSlots : nullptr;
+      args.probe ? args.probe + (int64_t(blockIdx.x) * kGemvWarps + warp) * kGemvProbeSlots : nullptr;
   auto stamp = [&](int slot) {
     if (probe && lane == 0) {
       unsigned long long t;

@@ -49,7 +49,7 @@ struct GemvArgs : LinearOperands {
   const int32_t* x_gather = nullptr;
   int x_gather_div = 1;
   bool x_swiglu = false;
-  // Diagnostics (kbit bench gemv-probe), dense mode only: when set, lane 0 of every warp
+  // Diagnostics (kbit bench gemv-probe): when set, lane 0 of every warp
   // of the grid writes kGemvProbeSlots values at probe[warp * kGemvProbeSlots]: the
   // %globaltimer (ns) at its phases (GemvProbe) and its unit count.
   unsigned long long* probe = nullptr;
@@ -59,7 +59,7 @@ inline constexpr int kGemvProbeSlots = 8;
 enum GemvProbe : int {
   kProbeEntry = 0,        // first instruction
   kProbeLoadsIssued = 1,  // the first D units' weight loads issued
-  kProbeTableBuilt = 2,   // the decode table in shared memory (this warp's share)
+  kProbeTableBuilt = 2,   // the decode table in shared memory (this warp's share; grouped: after the tile table)
   kProbeXStaged = 3,      // after the barrier that ends x staging
   kProbeFirstPiece = 4,   // the first piece or stripe finished (y or a split piece written)
   kProbeLastUnit = 5,     // the last unit computed, before its finish
