@@ -257,9 +257,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   auto first_row = [&](int tile, int e) { return args.expert_offsets[e] + (tile - tile_start[e]) * M; };
   const int wg = int(blockIdx.x) * kGemvWarps + warp;
   const bool active = wg < active_warps;
-  // unit indices fit in 32 bits (the host checks): cheaper loop arithmetic
-  const int u0 = active ? int(int64_t(wg) * U / active_warps) : 0;
-  const int u1 = active ? int(int64_t(wg + 1) * U / active_warps) : 0;
+  // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
+  // arithmetic (U < 2^30, the host checks; active_warps <= U): the w * U / warps form
+  // needed 64-bit divisions, ~100 dependent instructions each, five of them on the
+  // split-stripe sum at the end of the kernel.
+  const int uq = int(U) / max(active_warps, 1), ur = int(U) - uq * active_warps;
+  auto range_start = [&](int w) { return w * uq + min(w, ur); };
+  const int u0 = active ? range_start(wg) : 0;
+  const int u1 = active ? range_start(wg + 1) : 0;
 
   // The first D units of weights: they do not depend on the previous kernel.
   using StageT = Stage<KB>;
@@ -355,7 +360,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     const int w_first = int(blockIdx.x) * kGemvWarps;
     if (w_first >= active_warps) return;  // the whole CTA has no units
     const int w_last = min(w_first + kGemvWarps, active_warps) - 1;
-    const int cu0 = int(int64_t(w_first) * U / active_warps), cu1 = int(int64_t(w_last + 1) * U / active_warps);
+    const int cu0 = range_start(w_first), cu1 = range_start(w_last + 1);
     const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
     row_base = first_row(t_first, expert_of(t_first));
     if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
@@ -419,7 +424,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const T* bias = static_cast<const T*>(args.bias);
   const T* res = static_cast<const T*>(args.residual);
   T* y = static_cast<T*>(args.y);
-  auto owner = [&](int64_t u) { return int(((u + 1) * active_warps - 1) / U); };
+  // The warp whose range holds unit u (two 32-bit divisions at most, per split stripe).
+  auto owner = [&](int u) {
+    const int big = ur * (uq + 1);  // the units of the first ur warps
+    return u < big ? u / (uq + 1) : ur + (u - big) / uq;
+  };
   // The compute cursor's tile: its first row, end row and row in the staged x.
   int tile_m0 = 0, tile_m_end = args.M, tile_xrow = 0, tile_seg0 = 0;
   auto enter_tile = [&](int tile) {
@@ -454,7 +463,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       unsigned arrived = 0;
       if (lane == 0) arrived = atomicAdd(args.counters + stripe_seg, 1u);
       arrived = __shfl_sync(0xffffffffu, arrived, 0);
-      const int first = owner(int64_t(stripe_seg) * S), last = owner(int64_t(stripe_seg) * S + S - 1);
+      const int first = owner(stripe_seg * int(S)), last = owner(stripe_seg * int(S) + int(S) - 1);
       if (arrived != unsigned(last - first)) return;
       __threadfence();
       v0 = 0.0f, v1 = 0.0f;
@@ -466,8 +475,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
             const int w = w0 + i;
             p0[i] = p1[i] = 0.0f;
             if (w <= last) {
-              const int64_t wu0 = int64_t(w) * U / active_warps;
-              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * S ? 0 : 1)) * 16 * M;
+              const int wu0 = range_start(w);
+              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * int(S) ? 0 : 1)) * 16 * M;
               p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
             }
           }
