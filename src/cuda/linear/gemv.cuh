@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const bool active = wg < active_warps;
   // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
   // arithmetic (U < 2^30, the host checks; active_warps <= U): the w * U / warps form
-  // needed 64-bit divisions, ~100 dependent instructions each, five of them on the
+  // needed 64-bit divisions (emulated, dozens of dependent instructions), five on the
   // split-stripe sum at the end of the kernel.
   const int uq = int(U) / max(active_warps, 1), ur = int(U) - uq * active_warps;
   auto range_start = [&](int w) { return w * uq + min(w, ur); };
