@@ -451,12 +451,16 @@ __device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
   }
 }
 
-template <typename T, int P, bool INV>
-__global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in, T* out, const ChunkGrid g, const int q,
+// QC: q as a compile-time constant (256: K = 3072, 5120, 7168), 0: q at run time. A
+// constant q turns pass 3's 2 x p shared and global addresses into immediate offsets.
+template <typename T, int P, bool INV, int QC>
+__global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                     const int q_arg,
                                                                      const __grid_constant__ SignBits<P * 8> signs) {
   static_assert(P % 4 == 0, "the mix takes inputs in groups of 4");
   allow_dependents_to_launch();
   __shared__ __align__(16) float buf[P * 256];
+  const int q = QC ? QC : q_arg;
   const int tid = int(threadIdx.x), hq = q >> 5;
   const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
   T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
@@ -644,10 +648,17 @@ void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
     auto launch = [&](auto kernel) {
       kernel<<<unsigned(g.chunks), unsigned(kRowsThreads), 0, stream>>>(in, out, g, q, sign_bits<P * 8>(r));
     };
-    if (inverse)
-      launch(hadamard_rows_kernel<T, P, true>);
-    else
-      launch(hadamard_rows_kernel<T, P, false>);
+    if (q == 256) {
+      if (inverse)
+        launch(hadamard_rows_kernel<T, P, true, 256>);
+      else
+        launch(hadamard_rows_kernel<T, P, false, 256>);
+    } else {
+      if (inverse)
+        launch(hadamard_rows_kernel<T, P, true, 0>);
+      else
+        launch(hadamard_rows_kernel<T, P, false, 0>);
+    }
   };
   switch (p) {
     case 12: go.template operator()<12>(); break;
