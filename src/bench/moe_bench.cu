@@ -26,52 +26,71 @@ void check_cublas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("moe bench: ") + what + ": cuBLAS status " + std::to_string(int(s)));
 }
 
-// bf16 grouped GEMM over the non-empty experts: y_e[m_e, N] = x_e[m_e, K] W_e^T.
+// bf16 grouped GEMM over the non-empty experts: y_e[m_e, N] = x_e[m_e, K] W_e^T, for
+// each of several routings (one cuBLAS handle and workspace; run(s, r) takes routing r).
 class GroupedBaseline {
  public:
-  GroupedBaseline(const std::vector<int32_t>& offsets, int64_t n, int64_t k, const uint16_t* w, const uint16_t* x,
-                  uint16_t* y) {
+  GroupedBaseline(int64_t n, int64_t k, const uint16_t* w, const uint16_t* x, uint16_t* y)
+      : n_(n), k_(k), w_(w), x_(x), y_(y) {
     check_cublas(cublasCreate(&handle_), "create");
     check_cublas(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST), "pointer mode");
     workspace_ = Buffer::allocate(Memory::device, size_t(32) << 20);
     check_cublas(cublasSetWorkspace(handle_, workspace_.data(), workspace_.size()), "workspace");
+  }
+  ~GroupedBaseline() { cublasDestroy(handle_); }
+  GroupedBaseline(const GroupedBaseline&) = delete;
+  GroupedBaseline& operator=(const GroupedBaseline&) = delete;
+
+  void add_routing(const std::vector<int32_t>& offsets) {
+    Set st;
     std::vector<const void*> a, b;
     std::vector<void*> c;
     for (size_t e = 0; e + 1 < offsets.size(); ++e) {
       const int rows = offsets[e + 1] - offsets[e];
       if (!rows) continue;
-      ta_.push_back(CUBLAS_OP_T), tb_.push_back(CUBLAS_OP_N);
-      m_.push_back(int(n)), n_.push_back(rows), k_.push_back(int(k));
-      lda_.push_back(int(k)), ldb_.push_back(int(k)), ldc_.push_back(int(n));
-      alpha_.push_back(1.0f), beta_.push_back(0.0f), size_.push_back(1);
-      a.push_back(w + int64_t(e) * n * k), b.push_back(x + int64_t(offsets[e]) * k), c.push_back(y + int64_t(offsets[e]) * n);
+      st.ta.push_back(CUBLAS_OP_T), st.tb.push_back(CUBLAS_OP_N);
+      st.m.push_back(int(n_)), st.n.push_back(rows), st.k.push_back(int(k_));
+      st.lda.push_back(int(k_)), st.ldb.push_back(int(k_)), st.ldc.push_back(int(n_));
+      st.alpha.push_back(1.0f), st.beta.push_back(0.0f), st.size.push_back(1);
+      a.push_back(w_ + int64_t(e) * n_ * k_), b.push_back(x_ + int64_t(offsets[e]) * k_);
+      c.push_back(y_ + int64_t(offsets[e]) * n_);
     }
-    groups_ = int(ta_.size());
-    ptrs_ = Buffer::allocate(Memory::device, size_t(std::max(groups_, 1)) * 3 * sizeof(void*));
+    st.groups = int(st.ta.size());
+    st.ptrs = Buffer::allocate(Memory::device, size_t(std::max(st.groups, 1)) * 3 * sizeof(void*));
     std::vector<const void*> all(a);
     all.insert(all.end(), b.begin(), b.end());
     for (void* p : c) all.push_back(p);
-    check_cuda(cudaMemcpy(ptrs_.data(), all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice), "moe bench: pointers");
+    check_cuda(cudaMemcpy(st.ptrs.data(), all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice),
+               "moe bench: pointers");
+    sets_.push_back(std::move(st));
   }
-  ~GroupedBaseline() { cublasDestroy(handle_); }
-  void run(cudaStream_t s) {
-    if (!groups_) return;
+  void run(cudaStream_t s, size_t r) {
+    Set& st = sets_.at(r);
+    if (!st.groups) return;
     check_cublas(cublasSetStream(handle_, s), "stream");
-    void** p = static_cast<void**>(ptrs_.data());
-    check_cublas(cublasGemmGroupedBatchedEx(handle_, ta_.data(), tb_.data(), m_.data(), n_.data(), k_.data(), alpha_.data(),
-                                            p, CUDA_R_16BF, lda_.data(), p + groups_, CUDA_R_16BF, ldb_.data(),
-                                            beta_.data(), p + 2 * groups_, CUDA_R_16BF,
-                                            ldc_.data(), groups_, size_.data(), CUBLAS_COMPUTE_32F),
+    void** p = static_cast<void**>(st.ptrs.data());
+    check_cublas(cublasGemmGroupedBatchedEx(handle_, st.ta.data(), st.tb.data(), st.m.data(), st.n.data(), st.k.data(),
+                                            st.alpha.data(), p, CUDA_R_16BF, st.lda.data(), p + st.groups, CUDA_R_16BF,
+                                            st.ldb.data(), st.beta.data(), p + 2 * st.groups, CUDA_R_16BF,
+                                            st.ldc.data(), st.groups, st.size.data(), CUBLAS_COMPUTE_32F),
                  "grouped GEMM");
   }
 
  private:
+  struct Set {
+    Buffer ptrs;
+    std::vector<cublasOperation_t> ta, tb;
+    std::vector<int> m, n, k, lda, ldb, ldc, size;
+    std::vector<float> alpha, beta;
+    int groups = 0;
+  };
   cublasHandle_t handle_ = nullptr;
-  Buffer workspace_, ptrs_;
-  std::vector<cublasOperation_t> ta_, tb_;
-  std::vector<int> m_, n_, k_, lda_, ldb_, ldc_, size_;
-  std::vector<float> alpha_, beta_;
-  int groups_ = 0;
+  Buffer workspace_;
+  int64_t n_, k_;
+  const uint16_t* w_;
+  const uint16_t* x_;
+  uint16_t* y_;
+  std::vector<Set> sets_;
 };
 
 // E experts of N x K in bf16 on the device, every expert the same random values (copied
@@ -118,16 +137,27 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
     if (shared) wsgu = stacked_experts(1, sgu->N, hidden, bits, 83), wsdn = stacked_experts(1, hidden, sdn->K, bits, 84);
     for (int64_t t : o.tokens) {
       if (t > 16) continue;  // a decode step
-      std::mt19937 rng(uint32_t(o.seed + uint64_t(t)));
-      std::normal_distribution<float> nd(0.f, 1.f);
-      std::vector<float> logits(size_t(t * e));
-      for (auto& v : logits) v = nd(rng);
-      const Routing r = cpu::route(logits.data(), t, e, gu->active, RoutingMode::topk_softmax);
+      // Routings rotated across the calls (as in the expert rows): the experts of one call
+      // are not still in L2 from the last.
+      const double per_expert = double(wgu.storage_bytes() + wdn.storage_bytes()) / double(e);
+      std::vector<Buffer> ld, od;
+      int n_routings = 1;
+      for (int i = 0; i < n_routings; ++i) {
+        std::mt19937 rng(uint32_t(o.seed + uint64_t(t) + 7919u * uint32_t(i)));
+        std::normal_distribution<float> nd(0.f, 1.f);
+        std::vector<float> logits(size_t(t * e));
+        for (auto& v : logits) v = nd(rng);
+        const Routing r = cpu::route(logits.data(), t, e, gu->active, RoutingMode::topk_softmax);
+        if (i == 0) {
+          int touched = 0;
+          for (int64_t j = 0; j < e; ++j) touched += r.offsets[size_t(j) + 1] > r.offsets[size_t(j)];
+          n_routings = std::min(64, buffers_to_defeat_l2(size_t(per_expert * touched)));
+        }
+        ld.push_back(upload(logits.data(), logits.size() * 4));
+        od.push_back(upload(r.offsets.data(), r.offsets.size() * 4));
+      }
+      const size_t nr = ld.size();
       const int64_t pairs = t * gu->active;
-      Buffer ld = Buffer::allocate(Memory::device, logits.size() * 4);
-      check_cuda(cudaMemcpy(ld.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), "moe bench: logits");
-      Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
-      check_cuda(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), "moe bench: offsets");
       Buffer xd = upload(random_bf16(size_t(t * hidden), 85, 1.0f)), yd = Buffer::allocate(Memory::device, size_t(t * hidden) * 2);
       Buffer xs = upload(random_bf16(size_t(pairs * hidden), 86, 1.0f));
       Buffer mid = upload(random_bf16(size_t(pairs * 2 * inter), 87, 1.0f));
@@ -137,7 +167,7 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
       Buffer sout = Buffer::allocate(Memory::device, size_t(t * hidden) * 2);
       LinearWorkspace lw({pairs, std::max({gu->N, hidden, shared ? sgu->N : 0}), std::max({hidden, inter, sinter}), false});
       TimingOptions to;
-      to.calls_per_graph = 4, to.replays = 5, to.repeats = o.repeats;
+      to.calls_per_graph = int(std::max<size_t>(nr, 4)), to.replays = 5, to.repeats = o.repeats;
       for (bool with_shared : {false, true}) {
         if (with_shared && !shared) continue;
         MoeWeights w;
@@ -147,14 +177,15 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
         MoeOptions mo;
         mo.top_k = gu->active;
         const Timing tf = time_graph(
-            [&](cudaStream_t s, int) {
-              moe_forward(TensorView{xd.data(), DType::bf16, t, hidden}, static_cast<const float*>(ld.data()), w,
+            [&](cudaStream_t s, int call) {
+              moe_forward(TensorView{xd.data(), DType::bf16, t, hidden},
+                          static_cast<const float*>(ld[size_t(call) % nr].data()), w,
                           MutableTensorView{yd.data(), DType::bf16, t, hidden}, ws, s, mo);
             },
             to);
-        const auto* offs = static_cast<const int32_t*>(od.data());
         const Timing tg = time_graph(
-            [&](cudaStream_t s, int) {
+            [&](cudaStream_t s, int call) {
+              const auto* offs = static_cast<const int32_t*>(od[size_t(call) % nr].data());
               expert_linear(TensorView{xs.data(), DType::bf16, pairs, hidden}, wgu, e, offs,
                             MutableTensorView{mid.data(), DType::bf16, pairs, 2 * inter}, lw, s);
               expert_linear(TensorView{mid.data(), DType::bf16, pairs, inter}, wdn, e, offs,
@@ -170,7 +201,7 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
         std::printf("%5lld %2d %8s %14.2f %12.2f %7.2fx\n", (long long)t, bits, with_shared ? "yes" : "no", tf.median_us,
                     tg.median_us, tf.median_us / tg.median_us);
         rows.push_back({{"model", o.model}, {"row", "moe_forward"}, {"tokens", t}, {"top_k", gu->active}, {"bits", bits},
-                        {"experts", e}, {"shared_expert", with_shared}, {"moe_forward_us", tf.median_us},
+                        {"experts", e}, {"routings", nr}, {"shared_expert", with_shared}, {"moe_forward_us", tf.median_us},
                         {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us}, {"device", dev.name},
                         {"commit", KBIT_GIT_COMMIT}});
       }
@@ -186,8 +217,8 @@ void run_moe_bench(const MoeBenchOptions& o) {
   const DeviceInfo dev = device_info();
   std::vector<nlohmann::json> rows;
   std::printf("device: %s; model %s; routing: seeded random logits, top-k softmax\n\n", dev.name.c_str(), o.model.c_str());
-  std::printf("%-12s %5s %2s %7s %8s %12s %12s %8s %9s\n", "projection", "T", "k", "experts", "touched", "cuBLAS us",
-              "kbit us", "speedup", "kbit TB/s");
+  std::printf("%-12s %5s %2s %7s %8s %12s %12s %8s %9s %9s\n", "projection", "T", "k", "experts", "touched", "cuBLAS us",
+              "kbit us", "speedup", "kbit TB/s", "routings");
   for (const auto& p : shapes.projections) {
     if (p.experts <= 1) continue;
     const int64_t e = p.experts, n = p.N, k = p.K;
@@ -197,35 +228,59 @@ void run_moe_bench(const MoeBenchOptions& o) {
       const QuantizedMatrix wq = quantize_stack(wd, e, n, k, bits);
       const double packed_per_expert = double(wq.storage_bytes()) / double(e);
       for (int64_t t : o.tokens) {
-        std::mt19937 rng(uint32_t(o.seed + uint64_t(t)));
-        std::normal_distribution<float> nd(0.f, 1.f);
-        std::vector<float> logits(size_t(t * e));
-        for (auto& v : logits) v = nd(rng);
-        const Routing r = cpu::route(logits.data(), t, e, p.active, RoutingMode::topk_softmax);
+        // Several routings, rotated across the calls of a graph, so that the experts one
+        // call touches are not still in L2 from the call before (with one routing, small
+        // touched sets stayed L2-resident: the seventh session's caveat). Enough routings
+        // that the kbit weights they touch together exceed 3x L2 (at most 64).
+        auto routing = [&](int i) {
+          std::mt19937 rng(uint32_t(o.seed + uint64_t(t) + 7919u * uint32_t(i)));
+          std::normal_distribution<float> nd(0.f, 1.f);
+          std::vector<float> logits(size_t(t * e));
+          for (auto& v : logits) v = nd(rng);
+          return cpu::route(logits.data(), t, e, p.active, RoutingMode::topk_softmax);
+        };
+        auto touched_by = [&](const Routing& r) {
+          int touched = 0;
+          for (int64_t i = 0; i < e; ++i) touched += r.offsets[size_t(i) + 1] > r.offsets[size_t(i)];
+          return touched;
+        };
+        std::vector<Routing> routings{routing(0)};
+        const int n_routings =
+            std::min(64, buffers_to_defeat_l2(size_t(packed_per_expert * touched_by(routings[0]))));
+        for (int i = 1; i < n_routings; ++i) routings.push_back(routing(i));
+        double touched_sum = 0.0;
+        for (const Routing& r : routings) touched_sum += touched_by(r);
+        const double touched = touched_sum / double(routings.size());  // mean experts touched per call
         const int64_t pairs = t * p.active;
-        int touched = 0;
-        for (int64_t i = 0; i < e; ++i) touched += r.offsets[size_t(i) + 1] > r.offsets[size_t(i)];
         Buffer xd = upload(random_bf16(size_t(pairs * k), 78, 1.0f));
         Buffer yd = Buffer::allocate(Memory::device, size_t(pairs * n) * 2);
-        Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
-        check_cuda(cudaMemcpy(od.data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice), "moe bench: offsets");
+        std::vector<Buffer> od;
+        for (const Routing& r : routings) {
+          od.push_back(Buffer::allocate(Memory::device, r.offsets.size() * 4));
+          check_cuda(cudaMemcpy(od.back().data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice),
+                     "moe bench: offsets");
+        }
         LinearWorkspace ws({pairs, n, k, false});
-        GroupedBaseline base(r.offsets, n, k, static_cast<const uint16_t*>(wd.data()),
-                             static_cast<const uint16_t*>(xd.data()), static_cast<uint16_t*>(yd.data()));
+        GroupedBaseline base(n, k, static_cast<const uint16_t*>(wd.data()), static_cast<const uint16_t*>(xd.data()),
+                             static_cast<uint16_t*>(yd.data()));
+        for (const Routing& r : routings) base.add_routing(r.offsets);
+        const size_t nr = routings.size();
         TimingOptions to;
-        to.calls_per_graph = 4, to.replays = 5, to.repeats = o.repeats;
-        const Timing tb = time_graph([&](cudaStream_t s, int) { base.run(s); }, to);
+        to.calls_per_graph = int(std::max<size_t>(nr, 4)), to.replays = 5, to.repeats = o.repeats;
+        const Timing tb = time_graph([&](cudaStream_t s, int call) { base.run(s, size_t(call) % nr); }, to);
         const Timing tk = time_graph(
-            [&](cudaStream_t s, int) {
-              expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, e, static_cast<const int32_t*>(od.data()),
+            [&](cudaStream_t s, int call) {
+              expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, e,
+                            static_cast<const int32_t*>(od[size_t(call) % nr].data()),
                             MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, s);
             },
             to);
         const double tbps = packed_per_expert * touched / (tk.median_us * 1e6);
-        std::printf("%-12s %5lld %2d %7lld %8d %12.2f %12.2f %7.2fx %9.2f\n", p.name.c_str(), (long long)t, bits,
-                    (long long)e, touched, tb.median_us, tk.median_us, tb.median_us / tk.median_us, tbps);
+        std::printf("%-12s %5lld %2d %7lld %8.1f %12.2f %12.2f %7.2fx %9.2f %9zu\n", p.name.c_str(), (long long)t, bits,
+                    (long long)e, touched, tb.median_us, tk.median_us, tb.median_us / tk.median_us, tbps, nr);
         rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
-                        {"experts", e}, {"touched", touched}, {"n", n}, {"k", k}, {"cublas_grouped_us", tb.median_us},
+                        {"experts", e}, {"touched", touched}, {"routings", nr}, {"n", n}, {"k", k},
+                        {"cublas_grouped_us", tb.median_us},
                         {"kbit_expert_linear_us", tk.median_us}, {"speedup", tb.median_us / tk.median_us},
                         {"kbit_effective_TBps", tbps}, {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
       }

@@ -4,8 +4,9 @@
 // replay: cublas_grouped (bf16 weights, cublasGemmGroupedBatchedEx over the non-empty
 // experts, the routing known on the host) and kbit_expert_linear (k-bit stacked
 // weights, device offsets). Reports times, the speedup, the experts touched and the
-// kbit effective bandwidth over their packed bytes. The expert weights (E x N x K)
-// exceed 3x L2 on their own, so one weight set is used.
+// kbit effective bandwidth over their packed bytes. One weight set (E x N x K exceeds 3x
+// L2); the calls of a graph rotate over several seeded routings, enough that the weights
+// they touch together exceed 3x L2 (one routing let a small touched set stay in L2).
 #pragma once
 
 #include <cstdint>
