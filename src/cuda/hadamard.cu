@@ -75,21 +75,6 @@ union RunBits {
 
 // N consecutive elements at p as floats: 16/8/4-byte accesses when `vec` (p then
 // aligned to N * sizeof(T) or 16 bytes), element accesses otherwise.
-// N consecutive elements at p as raw bits (the loads only; see load_run).
-template <typename T, int N>
-__device__ __forceinline__ RunBits<T, N> load_raw(const T* p, bool vec) {
-  constexpr int kBytes = N * int(sizeof(T));
-  RunBits<T, N> u;
-  if (vec && kBytes % 16 == 0) {
-#pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) u.q[i] = reinterpret_cast<const uint4*>(p)[i];
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) u.t[i] = p[i];
-  }
-  return u;
-}
-
 template <typename T, int N>
 __device__ __forceinline__ void load_run(const T* p, bool vec, float (&v)[N]) {
   constexpr int kBytes = N * int(sizeof(T));
@@ -554,20 +539,11 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
     __syncthreads();
   }
   const bool forward_signs = signs.used && !g.inverse;
-  // Pass 1: row r = (hi, mid), bits 0-4. Every row's loads are issued before any row is
-  // transformed: the compiler cannot move a generic load above a shared store, so the
-  // plain loop paid one DRAM round trip per row of the thread (two at H = 16, 32).
-  constexpr int kRowsPerThread = kRows / kThreads;
-  static_assert(kRows % kThreads == 0, "whole rows per thread");
-  RunBits<T, 32> raw[kRowsPerThread];
+  // Pass 1: row r = (hi, mid), bits 0-4.
 #pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) raw[i] = load_raw<T, 32>(src + (tid + i * kThreads) * 32, vec);
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    const int r = tid + i * kThreads;
+  for (int r = tid; r < kRows; r += kThreads) {
     float v[32];
-#pragma unroll
-    for (int e = 0; e < 32; ++e) v[e] = detail::Element<T>::to_float(raw[i].t[e]);
+    load_run<T, 32>(src + r * 32, vec, v);
     if (forward_signs) apply_signs(v, sign_words[r]);
     butterflies(v);
     store_line(buf, r, v);
