@@ -1,9 +1,10 @@
 // kbit::skinny_gemm: C[M, N] = A[M, K] @ W[N, K]^T (+ bias) (+ R[M, N]) for small M
 // (the decode case; the Kimi-K3 latent projection is N = 7168, K = 3584), 16-bit A,
 // W, R and C of one dtype (f16 or bf16), fp32 accumulation, on the caller's stream.
-// W is read once with evict-first 16-byte loads, 16 rows per warp step through
-// mma.sync (the tokens are the MMA's narrow side); A comes from L1/L2; the residual
-// and bias are added in the epilogue. K is split among the warps of a CTA and, where
+// A producer warp streams W (evict-first) and A through a ring of shared-memory slots
+// with bulk copies; consumer warps multiply 16 rows at a time with mma.sync (the tokens
+// are the MMA's narrow side); the residual and bias are added in the epilogue. K is
+// split among the consumer warps of a CTA and, where
 // the grid would be too small, among the CTAs of a thread-block cluster, reduced in
 // fixed order through (distributed) shared memory: no workspace, no atomics,
 // bit-identical run to run.
@@ -25,20 +26,21 @@ inline constexpr int64_t kMaxSkinnyM = 32;
 
 // The kernel shape of one call (see src/cuda/skinny/skinny_args.h).
 struct SkinnyPlan {
-  int n_tiles = 1;  // tiles of 8 tokens: 1, 2 or 4 (from M)
-  int warps = 8;    // per CTA: 4 or 8
-  int stripes = 2;  // 16-row stripes per warp: 1 or 2
-  int unroll = 2;   // 32-column steps per batch of loads
-  int splits = 1;   // CTAs per cluster sharing K: 1, 2, 4 or 8
+  int n_tiles = 1;   // tiles of 8 tokens: 1, 2 or 4 (from M)
+  int warps = 4;     // consumer warps per CTA: 2, 4 or 8
+  int stripes = 2;   // 16-row stripes per CTA: 1, 2 or 4
+  int stages = 4;    // shared-memory ring slots: 2..8
+  int kslice = 256;  // columns per slot: 128, 256 or 512
+  int splits = 1;    // CTAs per cluster sharing K: 1, 2, 4 or 8
   const char* source = "heuristic";  // "table", "heuristic" or "forced"
-  std::string describe() const;      // "w=8,r=2,u=2,s=1"
+  std::string describe() const;      // "w=4,r=2,p=4,c=256,s=1"
 };
 
 struct SkinnyOptions {
   TensorView residual{};       // [M, N]; data null for none (may equal C)
   const void* bias = nullptr;  // [N] or null
   // Kernel overrides (0: the tuned table, else the heuristic).
-  int warps = 0, stripes = 0, unroll = 0, splits = 0;
+  int warps = 0, stripes = 0, stages = 0, kslice = 0, splits = 0;
   // Programmatic dependent launch: the weight loads may start while the previous
   // kernel on the stream finishes (the kernel waits before touching A, R or C).
   bool pdl = false;

@@ -25,17 +25,20 @@ namespace {
 
 using cuda::detail::check_cuda;
 
-// Every instantiated kernel shape for M: warps x (stripes, unroll) x cluster splits.
+// The swept kernel shapes for M: consumer warps x stripes x ring (stages, kslice) x
+// cluster splits, skipping rings that do not fit in shared memory at this M.
 std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   std::vector<detail::LinearConfig> out;
   const int nt = plan_skinny(m, 1, 8).n_tiles;
-  const int lo = nt <= 2 ? 4 : 2;
-  for (int w : {4, 8})
-    for (int work : {lo, 2 * lo})
-      for (int r : {1, 2})
-        for (int s : {1, 2, 4, 8}) {
+  for (int w : {2, 4, 8})
+    for (int r : {1, 2, 4})
+      for (auto [p, ks] : {std::pair{4, 128}, std::pair{8, 128}, std::pair{3, 256}, std::pair{4, 256},
+                           std::pair{6, 256}, std::pair{3, 512}, std::pair{4, 512}})
+        for (int s : {1, 2, 4}) {
           detail::LinearConfig c;
-          c.bits = 16, c.n_tiles = nt, c.warps = w, c.stripes = r, c.unroll = work / r, c.splits = s;
+          c.bits = 16, c.n_tiles = nt, c.warps = w, c.stripes = r, c.stages = p, c.kslice = ks, c.splits = s;
+          const cuda::detail::SkinnyShape shape{nt, w, r, p, ks, s};
+          if (cuda::detail::skinny_shared_bytes(shape, int(m)) > cuda::detail::kMaxSkinnySharedBytes) continue;
           out.push_back(c);
         }
   return out;
@@ -43,7 +46,7 @@ std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
 
 SkinnyOptions options_of(const detail::LinearConfig& c) {
   SkinnyOptions o;
-  o.warps = c.warps, o.stripes = c.stripes, o.unroll = c.unroll, o.splits = c.splits;
+  o.warps = c.warps, o.stripes = c.stripes, o.stages = c.stages, o.kslice = c.kslice, o.splits = c.splits;
   return o;
 }
 
@@ -66,17 +69,17 @@ detail::LinearConfig parse_skinny_config(const std::string& text) {
     }
     if (key == "w") c.warps = v;
     else if (key == "r") c.stripes = v;
-    else if (key == "u") c.unroll = v;
+    else if (key == "p") c.stages = v;
+    else if (key == "c") c.kslice = v;
     else if (key == "s") c.splits = v;
-    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (w, r, u, s)");
+    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (w, r, p, c, s)");
   }
-  KBIT_REQUIRE(c.unroll > 0, "skinny config '", text, "': u (unroll) is required");
   return c;
 }
 
 std::string skinny_config_name(const detail::LinearConfig& c) {
-  return "w=" + std::to_string(c.warps) + ",r=" + std::to_string(c.stripes) + ",u=" + std::to_string(c.unroll) +
-         ",s=" + std::to_string(c.splits);
+  return "w=" + std::to_string(c.warps) + ",r=" + std::to_string(c.stripes) + ",p=" + std::to_string(c.stages) +
+         ",c=" + std::to_string(c.kslice) + ",s=" + std::to_string(c.splits);
 }
 
 std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
@@ -170,11 +173,12 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);
     } else {
       SkinnyOptions fixed;  // baseline: one fixed shape, no cluster split
-      if (o.mode == "baseline") fixed.warps = 8, fixed.stripes = 1, fixed.splits = 1;
+      if (o.mode == "baseline") fixed.warps = 4, fixed.stripes = 2, fixed.stages = 4, fixed.kslice = 256, fixed.splits = 1;
       if (o.mode == "selected" && !o.config.empty()) fixed = options_of(parse_skinny_config(o.config));
       const SkinnyPlan p = plan_skinny(m, n, k, fixed);
       detail::LinearConfig c;
-      c.bits = 16, c.n_tiles = p.n_tiles, c.warps = p.warps, c.stripes = p.stripes, c.unroll = p.unroll;
+      c.bits = 16, c.n_tiles = p.n_tiles, c.warps = p.warps, c.stripes = p.stripes, c.stages = p.stages;
+      c.kslice = p.kslice;
       c.splits = p.splits;
       configs.push_back(c);
     }
@@ -187,7 +191,8 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
         c.splits = p.splits;
         row.config = skinny_config_name(c);
-        const auto info = cuda::detail::skinny_kernel_info({p.n_tiles, p.warps, p.stripes, p.unroll, p.splits}, DType::bf16);
+        const auto info = cuda::detail::skinny_kernel_info(
+            {p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits}, DType::bf16, int(m));
         row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
         time_it(row, [&](cudaStream_t s, int call) {
           SkinnyOptions lo = so;

@@ -29,7 +29,9 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       const std::string items = e.value("items", std::string("cta"));
       KBIT_REQUIRE(items == "cta" || items == "warp", "linear config table: items must be cta or warp, got ", items);
       c.items = items == "cta" ? LinearItems::cta : LinearItems::warp;
-      c.stripes = e.value("stripes", 1), c.unroll = e.value("unroll", 0);
+      c.stripes = e.value("stripes", 1), c.stages = e.value("stages", 0), c.kslice = e.value("kslice", 0);
+      KBIT_REQUIRE(c.bits != 16 || (c.stages > 0 && c.kslice > 0),
+                   "linear config table: a bits-16 (skinny) entry needs stages and kslice");
       out.push_back(c);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -47,7 +49,7 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
                         {"path", std::string(linear_path_name(c.path))}, {"n_tiles", c.n_tiles}, {"warps", c.warps},
                         {"splits", c.splits}, {"items", c.items == LinearItems::warp ? "warp" : "cta"},
                         {"us", std::round(c.us * 100) / 100}};
-    if (c.bits == 16) e["stripes"] = c.stripes, e["unroll"] = c.unroll, e.erase("items");
+    if (c.bits == 16) e["stripes"] = c.stripes, e["stages"] = c.stages, e["kslice"] = c.kslice, e.erase("items");
     s += "    " + e.dump() + (i + 1 < entries.size() ? ",\n" : "\n");
   }
   return s + "  ]\n}\n";

@@ -24,9 +24,9 @@ struct LinearConfig {
   int n_tiles = 1, warps = 4, splits = 1;
   double us = 0;  // measured median
   LinearItems items = LinearItems::cta;
-  // bits 16 (kbit::skinny_gemm's kernel): 16-row stripes per warp and 32-column steps per
-  // batch of loads; splits is then the cluster size.
-  int stripes = 1, unroll = 0;
+  // bits 16 (kbit::skinny_gemm's kernel): 16-row stripes per CTA, shared-memory ring
+  // slots and columns per slot; warps are then consumer warps, splits the cluster size.
+  int stripes = 1, stages = 0, kslice = 0;
 };
 
 // Entries of a table in the data/linear_configs.json format; throws on malformed text.

@@ -19,14 +19,14 @@ constexpr int kDense = 16;  // the table's bit width for dense 16-bit weights
 int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
 
 cuda::detail::SkinnyShape shape_of(const SkinnyPlan& p) {
-  return {p.n_tiles, p.warps, p.stripes, p.unroll, p.splits};
+  return {p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits};
 }
 
 }  // namespace
 
 std::string SkinnyPlan::describe() const {
-  return "w=" + std::to_string(warps) + ",r=" + std::to_string(stripes) + ",u=" + std::to_string(unroll) +
-         ",s=" + std::to_string(splits);
+  return "w=" + std::to_string(warps) + ",r=" + std::to_string(stripes) + ",p=" + std::to_string(stages) +
+         ",c=" + std::to_string(kslice) + ",s=" + std::to_string(splits);
 }
 
 SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) {
@@ -34,26 +34,27 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   KBIT_REQUIRE(m <= kMaxSkinnyM, "skinny_gemm: M = ", m, " is outside 1..", kMaxSkinnyM, " (use cuBLAS for larger M)");
   SkinnyPlan p;
   p.n_tiles = tiles_for(m);
-  const bool forced = o.warps || o.stripes || o.unroll || o.splits;
+  const bool forced = o.warps || o.stripes || o.stages || o.kslice || o.splits;
   const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
   if (c && c->n_tiles != p.n_tiles) c = nullptr;  // an entry tuned for another token-tile count
   p.source = forced ? "forced" : c ? "table" : "heuristic";
-  // Untuned default: the fastest shape of the H200 sweep over N = 7168, K = 3584 at every
-  // M in 1..16 (commit 00969cf): 8 warps, 2 stripes, 2 steps per batch at n_tiles <= 2.
-  p.warps = o.warps ? o.warps : c ? c->warps : 8;
-  p.stripes = o.stripes ? o.stripes : c ? c->stripes : 2;
-  p.unroll = o.unroll ? o.unroll : c ? c->unroll : (p.n_tiles <= 2 ? 4 : 2) / p.stripes;
+  // Planning without a GPU (host tests) assumes the H200's 132 SMs.
+  const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;
+  // Untuned default: 4 consumer warps, a 4-slot ring of 256 columns, 32 rows per CTA
+  // where that still gives every SM a CTA, else 16.
+  p.warps = o.warps ? o.warps : c ? c->warps : 4;
+  p.stripes = o.stripes ? o.stripes : c ? c->stripes : ((n + 31) / 32 >= sms ? 2 : 1);
+  p.stages = o.stages ? o.stages : c ? c->stages : 4;
+  p.kslice = o.kslice ? o.kslice : c ? c->kslice : 256;
   const int64_t k_steps = (k + 31) / 32;
   if (o.splits || c) {
     p.splits = o.splits ? o.splits : c->splits;
     cuda::detail::check_skinny_shape(shape_of(p));  // a bad request is an error before it is trimmed
   } else {
-    // Split K over a cluster until the grid covers every SM, keeping at least four batches
-    // of loads per split (the H200 sweep: clusters only pay where row groups are scarce).
+    // Split K over a cluster until the grid covers every SM, keeping at least two ring
+    // slots of columns per split.
     const int64_t groups = (n + 16 * p.stripes - 1) / (16 * p.stripes);
-    // Planning without a GPU (host tests) assumes the H200's 132 SMs.
-    const int64_t target = cuda::device_available() ? detail::linear_sm_count() : 132;
-    while (p.splits < 8 && groups * p.splits < target && k_steps >= int64_t(4) * p.splits * p.unroll) p.splits *= 2;
+    while (p.splits < 8 && groups * p.splits < sms && k >= int64_t(2) * p.kslice * 2 * p.splits) p.splits *= 2;
   }
   // Never an empty split: each CTA of a cluster needs at least one 32-column step.
   while (p.splits > 1 && p.splits > k_steps) p.splits /= 2;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 
 #include "kbit/error.h"
 #include "kbit/linear.h"
@@ -86,24 +88,31 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
   const HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
   const auto ref = reference(a, w, nullptr, m);
   Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
-  // Every instantiated (warps, stripes, unroll) at M = 16 (n_tiles 2) and, with a larger
-  // A, M = 24 and 32 (n_tiles 4), each with and without a cluster split of K.
+  // Every instantiated (warps, stripes) with three rings (stages x kslice) at M = 16
+  // (n_tiles 2) and, with a larger A, M = 24 and 32 (n_tiles 4), each with and without a
+  // cluster split of K. A ring too large for shared memory must be a clear error.
   const int64_t big_m = 32;
   const HostMatrix a_big = random_matrix(big_m, k, DType::bf16, 7);
   const auto ref_big = reference(a_big, w, nullptr, big_m);
   Buffer abd = upload(a_big), cbd = Buffer::allocate(Memory::device, size_t(big_m * n) * 2);
   for (int64_t mm : {m, int64_t(24), big_m}) {
-    const int lo = mm <= 16 ? 4 : 2;
-    for (int warps : {4, 8})
-      for (int work : {lo, 2 * lo})
-        for (int stripes : {1, 2})
+    for (int warps : {2, 4, 8})
+      for (int stripes : {1, 2, 4})
+        for (auto [stages, kslice] : {std::pair{2, 128}, std::pair{4, 256}, std::pair{3, 512}})
           for (int splits : {1, 2, 8}) {
             SkinnyOptions o;
-            o.warps = warps, o.stripes = stripes, o.unroll = work / stripes, o.splits = splits;
+            o.warps = warps, o.stripes = stripes, o.stages = stages, o.kslice = kslice, o.splits = splits;
             const std::string what = "M=" + std::to_string(mm) + " " + plan_skinny(mm, n, k, o).describe();
             const TensorView av{mm == m ? ad.data() : abd.data(), DType::bf16, mm, k};
             const MutableTensorView cv{mm == m ? cd.data() : cbd.data(), DType::bf16, mm, n};
             ASSERT_EQ(cudaMemset(cv.data, 0xff, size_t(mm * n) * 2), cudaSuccess);
+            // 64 rows + 24 or 32 tokens of 512 columns in 3 slots exceed 227 KB
+            const bool too_big = stripes == 4 && kslice == 512 && mm > 16;
+            if (too_big) {
+              test::expect_error([&] { skinny_gemm(av, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o); },
+                                 "shared memory");
+              continue;
+            }
             skinny_gemm(av, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
             const auto first = download16(cv.data, size_t(mm * n));
             EXPECT_LE(relative_error(DType::bf16, first, mm == m ? ref : ref_big, mm * n), 1e-2) << what;
@@ -111,6 +120,37 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
             EXPECT_EQ(download16(cv.data, size_t(mm * n)), first) << what;
           }
   }
+}
+
+TEST(GpuSkinny, ActivationsWithoutSixteenByteAlignmentMatchToo) {
+  KBIT_SKIP_WITHOUT_GPU();
+  // A at a 2-byte offset (and with an odd row stride): the producer warp copies it
+  // element by element instead of with bulk copies. K = 3592 ends in an 8-column slice.
+  const int64_t n = 100, k = 3592, lda = k + 1;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int64_t m : {1, 5, 16, 32}) {
+      const HostMatrix w = random_matrix(n, k, dt, 40 + uint64_t(m), 0.05f);
+      const HostMatrix a = random_matrix(m, lda, dt, 60 + uint64_t(m));
+      HostMatrix a_used = random_matrix(m, k, dt, 1);
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(&a_used.bytes[size_t(i * k) * 2], &a.bytes[size_t(i * lda + 1) * 2], size_t(k) * 2);
+      const auto ref = reference(a_used, w, nullptr, m);
+      Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+      for (int splits : {1, 4}) {
+        const std::string what = std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " splits " +
+                                 std::to_string(splits);
+        ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
+        SkinnyOptions o;
+        o.splits = splits;
+        TensorView av{static_cast<const uint16_t*>(ad.data()) + 1, dt, m, k};
+        av.row_stride = lda;
+        ASSERT_NO_THROW(skinny_gemm(av, TensorView{wd.data(), dt, n, k}, MutableTensorView{cd.data(), dt, m, n},
+                                    nullptr, o))
+            << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        EXPECT_LE(relative_error(dt, download16(cd.data(), size_t(m * n)), ref, m * n), tolerance(dt)) << what;
+      }
+    }
 }
 
 TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
@@ -186,8 +226,11 @@ TEST(GpuSkinny, BadInputIsAClearError) {
   o.splits = 3;
   expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "cluster size");
   o = {};
-  o.stripes = 2, o.unroll = 8;
-  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "stripes * unroll");
+  o.stages = 9;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "stages must be 2..8");
+  o = {};
+  o.kslice = 64;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "kslice");
 }
 
 }  // namespace

@@ -87,7 +87,6 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_EQ(plan_skinny(1, 512, 8).splits, 1);  // one 32-column step: no split can be non-empty
   SkinnyOptions o;
   o.splits = 8;
-  o.unroll = 4;
   EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 2);  // K = 64 is two steps
   EXPECT_STREQ(plan_skinny(1, 64, 64, o).source, "forced");
   o = {};
@@ -97,23 +96,31 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   o.warps = 6;
   EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
   o = {};
-  o.unroll = 3;
+  o.kslice = 300;
+  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
+  o = {};
+  o.stages = 9;
+  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
+  o = {};
+  o.stripes = 3;
   EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
-  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=8,r=2,u=2,s=1");
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=4,r=2,p=4,c=256,s=1");
+  EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
 }
 
 TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
-  const auto c = bench::parse_skinny_config("w=4,r=2,u=2,s=4");
+  const auto c = bench::parse_skinny_config("w=4,r=2,p=3,c=512,s=4");
   EXPECT_EQ(c.bits, 16);
   EXPECT_EQ(c.warps, 4);
   EXPECT_EQ(c.stripes, 2);
-  EXPECT_EQ(c.unroll, 2);
+  EXPECT_EQ(c.stages, 3);
+  EXPECT_EQ(c.kslice, 512);
   EXPECT_EQ(c.splits, 4);
-  EXPECT_EQ(bench::skinny_config_name(c), "w=4,r=2,u=2,s=4");
-  EXPECT_THROW(bench::parse_skinny_config("w=two,u=8"), Error);
+  EXPECT_EQ(bench::skinny_config_name(c), "w=4,r=2,p=3,c=512,s=4");
+  EXPECT_THROW(bench::parse_skinny_config("w=two,p=8"), Error);
   EXPECT_THROW(bench::parse_skinny_config("speed=9"), Error);
-  EXPECT_THROW(bench::parse_skinny_config("w=8"), Error);  // no unroll
+  EXPECT_THROW(bench::parse_skinny_config("u=2"), Error);  // the old kernel's key
   std::vector<bench::SkinnyBenchRow> rows(4);
   for (int i = 0; i < 4; ++i) {
     rows[size_t(i)].backend = "kbit_skinny", rows[size_t(i)].m = 1, rows[size_t(i)].valid = true;

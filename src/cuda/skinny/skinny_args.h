@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kbit/dtype.h"
@@ -22,21 +23,29 @@ struct SkinnyArgs {
   int64_t ldr = 0;
   const void* bias = nullptr;  // [N] or null
   int M = 0, N = 0, K = 0;
-  bool x_vec = false;  // A's rows 16-byte aligned: 16-byte activation loads
+  bool x_vec = false;  // A's rows 16-byte aligned: bulk copies of A (else the producer warp copies)
   bool pdl = false;    // launched with programmatic stream serialization
+  int stages = 4;      // SkinnyShape::stages
+  int kslice = 256;    // SkinnyShape::kslice
 };
 
-// Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). warps: per CTA (4, 8).
-// stripes: stripes of 16 rows per warp (1, 2). unroll: 32-column steps per batch of
-// loads (stripes * unroll in {4, 8} at n_tiles <= 2, {2, 4} at 4). splits: CTAs of
-// one thread-block cluster that share a row group's K range (1, 2, 4, 8).
+// Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). warps: consumer warps per
+// CTA (2, 4, 8; one producer warp more). stripes: 16-row stripes per CTA (1, 2, 4).
+// stages: shared-memory ring slots (2..8). kslice: columns per slot (128, 256, 512).
+// splits: CTAs of one thread-block cluster that share a row group's K range (1, 2, 4, 8).
 struct SkinnyShape {
   int n_tiles = 1;
-  int warps = 8;
+  int warps = 4;
   int stripes = 2;
-  int unroll = 2;
+  int stages = 4;
+  int kslice = 256;
   int splits = 1;
 };
+
+// Dynamic shared memory of one CTA at M tokens (ring, barriers, reduction); a shape
+// needing more than kMaxSkinnySharedBytes (sm_90's 227 KB opt-in limit) is an error.
+size_t skinny_shared_bytes(const SkinnyShape& s, int m);
+inline constexpr size_t kMaxSkinnySharedBytes = 227 * 1024;
 
 // Throws kbit::Error naming the field when the shape has no instantiation.
 void check_skinny_shape(const SkinnyShape& s);
@@ -45,7 +54,8 @@ void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStrea
 struct SkinnyKernelInfo {
   int registers = 0;
   int local_bytes = 0;  // spill / stack bytes per thread
+  size_t shared_bytes = 0;  // dynamic shared memory per CTA at the queried M
 };
-SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t);
+SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m);
 
 }  // namespace kbit::cuda::detail

@@ -2,22 +2,25 @@
 // fp32 accumulation, for decode-sized M (1..32). The kernel of kbit::skinny_gemm.
 //
 // Computes C^T = W A^T with mma.sync.m16n8k16: 16 rows of W are the A operand, 8
-// tokens the B operand. Lane (g = lane / 4, c = lane % 4) loads 16 contiguous bytes
-// of rows g and g + 8 at columns 32 s + 8 c of each 32-column step s, and 16 bytes of
-// token g's activations at the same columns. The MMA's k order is permuted the same
-// way for both operands (k slots 2c, 2c+1, 2c+8, 2c+9 of MMA 0 hold columns 8c..8c+3,
-// of MMA 1 columns 8c+4..8c+7), so both come straight from one 16-byte load each,
-// with no shuffles and no shared-memory staging. A warp's loads of a row are 64
-// contiguous bytes per step, `unroll` steps per batch of loads.
-// Launch: grid (row groups of 16 * stripes rows, splits); CTAs of `warps` warps share
-// a row group's K range (batches interleaved), a cluster of `splits` CTAs splits K
-// further. Warps are reduced in shared memory in warp order, the cluster's CTAs
-// through distributed shared memory in rank order: deterministic, no workspace, no
-// atomics. W is read once with evict-first loads; A stays in L1/L2. With PDL the
-// first batch of W loads is issued before griddepcontrol.wait.
-// Measured (H200, 2026-11-29, commit b8e9663, N = 7168, K = 3584, bf16 + residual,
-// w=8 r=2 u=2): M = 1 17.1 us (3.0 TB/s; cuBLAS addmm 17.0), M = 8 18.7 us, M = 16
-// 24.6 us (cuBLAS 15.5). Far from the 11.7 us floor: see NOTES.md.
+// tokens the B operand. A CTA owns 16 * R rows (R stripes) over its K range. One
+// producer warp streams W's rows and A's rows, `kslice` columns at a time, into a ring
+// of `stages` shared-memory slots with bulk copies (cp.async.bulk, one per row and
+// slot, W's evict-first) tracked by mbarriers, so that the bytes in flight do not
+// cost registers; `warps` consumer warps take the slot's 32-column steps in turn.
+// Slot layout: rows of kslice * 2 + 64 bytes (the 64-byte pad puts rows g and g + 1 in
+// different bank halves), W's 16 R rows then A's M rows. Lane (g = lane / 4, c = lane
+// % 4) reads 16 bytes of rows g and g + 8 at columns 32 s + 8 c and 16 bytes of token
+// g's row at the same columns; the MMA's k order is permuted the same way for both
+// operands (k slots 2c, 2c+1, 2c+8, 2c+9 of MMA 0 hold columns 8c..8c+3, of MMA 1
+// columns 8c+4..8c+7), so each comes from one 16-byte shared load.
+// Launch: grid (row groups of 16 R rows, splits), (warps + 1) * 32 threads; a cluster
+// of `splits` CTAs splits K further. Warps are reduced in shared memory in warp order,
+// the cluster's CTAs through distributed shared memory in rank order: deterministic,
+// no workspace, no atomics. With PDL the first slots' W copies are issued before
+// griddepcontrol.wait.
+// Measured: see BENCHMARKS.md (kbit::skinny_gemm); the register-loading kernel this
+// replaced (commit b8e9663) took 17.1 us at M = 1 and 24.6 us at M = 16 on N = 7168,
+// K = 3584, H200.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -26,6 +29,7 @@
 
 #include <algorithm>
 
+#include "../bulk_copy.cuh"
 #include "../common.cuh"
 #include "skinny_args.h"
 
@@ -33,27 +37,22 @@ namespace kbit::cuda::detail {
 
 namespace skinny {
 
-__device__ __forceinline__ uint4 load_evict_first(const uint16_t* p) {
-  uint4 v;
-  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+constexpr int kBarrierBytes = 128;  // full[stages] then empty[stages], 8 bytes each (stages <= 8)
+constexpr int kRowPad = 64;
+
+__host__ __device__ constexpr uint32_t row_stride(int kslice) { return uint32_t(kslice) * 2 + kRowPad; }
+__host__ __device__ constexpr uint32_t slot_bytes(int rows, int m, int kslice) {
+  return ((uint32_t(rows + m) * row_stride(kslice)) + 127) / 128 * 128;
+}
+__host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int n_tiles) {
+  return size_t(warps) * stripes * n_tiles * 4 * 32 * sizeof(float);
+}
+__host__ __device__ constexpr size_t shared_bytes(int warps, int stripes, int n_tiles, int stages, int kslice, int m) {
+  const size_t ring = size_t(stages) * slot_bytes(16 * stripes, m, kslice);
+  const size_t red = reduction_bytes(warps, stripes, n_tiles);
+  return kBarrierBytes + (ring > red ? ring : red);
 }
 
-// 8 activations [col, col + 8) of one row as raw 16-bit pairs (col + 8 <= K always).
-__device__ __forceinline__ uint4 load_x8(const uint16_t* row, int col, bool vec) {
-  if (vec) return __ldg(reinterpret_cast<const uint4*>(row + col));
-  uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = uint32_t(__ldg(row + col + 2 * i)) | (uint32_t(__ldg(row + col + 2 * i + 1)) << 16);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-constexpr int accumulators(int nt, int stripes) { return stripes * nt * 4; }
-
-// Shared memory: the partial sums of warps 1..WARPS-1 (warp 0 keeps its own), then
-// the CTA's sum read by the cluster's rank 0.
 // Sets every accumulator of a [R][NT][4] tile to 0.
 template <int R, int NT>
 __device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
@@ -65,95 +64,136 @@ __device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
       for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
 }
 
-template <int NT, int WARPS, int R>
-constexpr size_t smem_bytes() {
-  return size_t(WARPS) * accumulators(NT, R) * 32 * sizeof(float);
-}
-
 }  // namespace skinny
 
-template <typename T, int NT, int WARPS, int R, int U>
-__global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) {
+template <typename T, int NT, int WARPS, int R>
+__global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const SkinnyArgs a) {
   using namespace skinny;
-  constexpr int kAcc = accumulators(NT, R);
-  extern __shared__ float red[];  // [WARPS][kAcc][32]
+  constexpr int kRows = 16 * R, kAcc = R * NT * 4;
+  extern __shared__ __align__(128) unsigned char smem[];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
+  const int stages = a.stages, kslice = a.kslice;
+  const uint32_t stride = row_stride(kslice), slot = slot_bytes(kRows, a.M, kslice);
+  const uint32_t bars = shared_address(smem);
+  unsigned char* const ring = smem + kBarrierBytes;
+  auto full = [&](int i) { return bars + 8u * uint32_t(i); };
+  auto empty = [&](int i) { return bars + 8u * uint32_t(stages + i); };
+
   const int splits = int(gridDim.y), split = int(blockIdx.y);
   const int k_steps = (a.K + 31) / 32;
-  // This CTA's 32-column steps [s0, s1): never empty (the host keeps splits <= steps).
-  const int s0 = int(int64_t(k_steps) * split / splits), s1 = int(int64_t(k_steps) * (split + 1) / splits);
-  const int batches = (s1 - s0 + U - 1) / U;
-  const int row_base = int(blockIdx.x) * 16 * R;
+  // This CTA's columns [k0, k1): never empty (the host keeps splits <= 32-column steps).
+  const int k0 = 32 * int(int64_t(k_steps) * split / splits);
+  const int k1 = min(32 * int(int64_t(k_steps) * (split + 1) / splits), a.K);
+  const int slices = (k1 - k0 + kslice - 1) / kslice;
+  const int row_base = int(blockIdx.x) * kRows;
 
-  const uint16_t* wrow[R][2];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      wrow[r][h] = a.w + int64_t(min(row_base + 16 * r + g + 8 * h, a.N - 1)) * a.ldw + 8 * c;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) mbarrier_init(full(i), 1), mbarrier_init(empty(i), WARPS);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (a.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
-  // One batch of W loads in flight per warp (two batches, double-buffered, measured slower on
-  // the H200: more registers, fewer resident warps).
-  using Batch = uint4[R][2][U];
-  auto load_batch = [&](Batch& wv, int b) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int step = s0 + b * U + u;
-      const int col = step * 32;
-      const bool ok = step < s1 && col + 8 * c < a.K;
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) wv[r][h][u] = ok ? load_evict_first(wrow[r][h] + col) : make_uint4(0, 0, 0, 0);
+  if (warp == WARPS) {
+    // Producer warp: slice s goes to slot s % stages once the consumers have released
+    // the slice that held it before.
+    const int rows_w = min(kRows, a.N - row_base);
+    const uint64_t policy = l2_evict_first_policy();
+    const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
+    auto cols_of = [&](int s) { return min(kslice, k1 - (k0 + s * kslice)); };
+    auto slot_of = [&](int s) { return ring + size_t(s % stages) * slot; };
+    auto issue_w = [&](int s) {
+      const int col = k0 + s * kslice;
+      const uint32_t bytes = uint32_t(cols_of(s)) * 2, dst = shared_address(slot_of(s));
+      for (int i = lane; i < rows_w; i += 32)
+        bulk_copy_to_shared(dst + uint32_t(i) * stride, a.w + int64_t(row_base + i) * a.ldw + col, bytes,
+                            full(s % stages), policy);
+    };
+    auto issue_x = [&](int s) {
+      const int col = k0 + s * kslice;
+      const uint32_t bytes = uint32_t(cols_of(s)) * 2, dst = shared_address(slot_of(s));
+      for (int i = lane; i < a.M; i += 32)
+        bulk_copy_to_shared(dst + uint32_t(kRows + i) * stride, xbase + int64_t(i) * a.ldx + col, bytes,
+                            full(s % stages));
+    };
+    // A's rows not 16-byte aligned: the warp copies them element by element, then arrives.
+    auto store_x = [&](int s) {
+      const int col = k0 + s * kslice, cols = cols_of(s);
+      uint16_t* dst = reinterpret_cast<uint16_t*>(slot_of(s) + size_t(kRows) * stride);
+      for (int i = 0; i < a.M; ++i)
+        for (int j = lane; j < cols; j += 32) dst[size_t(i) * (stride / 2) + j] = xbase[int64_t(i) * a.ldx + col + j];
+      __syncwarp();
+    };
+    auto arm = [&](int s, bool with_x) {
+      if (lane == 0)
+        mbarrier_arrive_expect_tx(full(s % stages), uint32_t(rows_w + (with_x ? a.M : 0)) * uint32_t(cols_of(s)) * 2);
+      __syncwarp();
+    };
+    const int first = min(stages, slices);
+    if (a.x_vec) {
+      for (int s = 0; s < first; ++s) arm(s, true), issue_w(s);  // weights do not depend on the previous kernel
+      if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      for (int s = 0; s < first; ++s) issue_x(s);
+    } else {
+      if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      for (int s = 0; s < first; ++s) store_x(s), arm(s, false), issue_w(s);
     }
-  };
+    for (int s = first; s < slices; ++s) {
+      mbarrier_wait(empty(s % stages), uint32_t(s / stages - 1) & 1u);
+      if (a.x_vec) {
+        arm(s, true), issue_w(s), issue_x(s);
+      } else {
+        store_x(s), arm(s, false), issue_w(s);
+      }
+    }
+  }
 
   float acc[R][NT][4];
   zero(acc);
-
-  const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
-  const uint16_t* xrow[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) xrow[nt] = xbase + int64_t(min(nt * 8 + g, a.M - 1)) * a.ldx + 8 * c;
-  // mma.sync needs the whole warp: the step test is warp-uniform; lanes past K multiply
-  // zero weights by zero activations.
-  auto compute_batch = [&](const Batch& wv, int b) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int step = s0 + b * U + u;
-      if (step < s1) {
-        const int col = step * 32;
-        const bool ok = col + 8 * c < a.K;
+  if (warp < WARPS) {
+    for (int s = 0; s < slices; ++s) {
+      const int sl = s % stages;
+      mbarrier_wait(full(sl), uint32_t(s / stages) & 1u);
+      const int cols = min(kslice, k1 - (k0 + s * kslice)), steps = (cols + 31) / 32;
+      const unsigned char* base = ring + size_t(sl) * slot;
+      // mma.sync needs the whole warp: the step test is warp-uniform; lanes past K
+      // multiply zero weights by zero activations.
+#pragma unroll 1
+      for (int j = warp; j < steps; j += WARPS) {
+        const int cc = 32 * j + 8 * c;
+        const bool ok = cc < cols;
+        const uint32_t off = uint32_t(cc) * 2;
+        uint4 xv[NT];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint4 xv = ok ? load_x8(xrow[nt], col, a.x_vec) : make_uint4(0, 0, 0, 0);
+          const int t = min(nt * 8 + g, a.M - 1);
+          xv[nt] = ok ? *reinterpret_cast<const uint4*>(base + uint32_t(kRows + t) * stride + off) : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const uint4 w0 = wv[r][0][u], w1 = wv[r][1][u];
-            const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
-            mma_16816<T>(acc[r][nt], lo, xv.x, xv.y);
-            mma_16816<T>(acc[r][nt], hi, xv.z, xv.w);
+        for (int r = 0; r < R; ++r) {
+          const uint4 w0 = ok ? *reinterpret_cast<const uint4*>(base + uint32_t(16 * r + g) * stride + off)
+                              : make_uint4(0, 0, 0, 0);
+          const uint4 w1 = ok ? *reinterpret_cast<const uint4*>(base + uint32_t(16 * r + g + 8) * stride + off)
+                              : make_uint4(0, 0, 0, 0);
+          const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            mma_16816<T>(acc[r][nt], lo, xv[nt].x, xv[nt].y);
+            mma_16816<T>(acc[r][nt], hi, xv[nt].z, xv[nt].w);
           }
         }
       }
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty(sl));
     }
-  };
-
-  Batch wv;
-  int b = warp;
-  if (b < batches) load_batch(wv, b);
-  if (a.pdl) {
-    // Weights do not depend on the previous kernel; A, R and C do.
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
   }
-  for (; b < batches; b += WARPS) {
-    compute_batch(wv, b);
-    if (b + WARPS < batches) load_batch(wv, b + WARPS);
-  }
+  // Every slice has been consumed, so every copy has landed: the ring's memory now holds
+  // the consumer warps' partial sums [WARPS][kAcc][32].
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(ring);
 
   // Warps 1.. publish, warp 0 sums in warp order.
-  if (warp > 0) {
+  if (warp > 0 && warp < WARPS) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -202,6 +242,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
     if (!leader) return;
   }
   if (warp != 0) return;
+  if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // R and C belong to the previous kernel too
 
   // Epilogue: acc[r][nt] = C^T rows (g, g + 8) x tokens (2c, 2c + 1) of tile nt.
   const T* bias = static_cast<const T*>(a.bias);
@@ -227,37 +268,31 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const SkinnyArgs a) 
     }
 }
 
-// Calls f.template operator()<R, U>() for the (stripes, unroll) pairs instantiated at NT.
-template <int NT, typename F>
-auto with_stripes_unroll(const SkinnyShape& s, F&& f) {
-  constexpr int kLow = NT <= 2 ? 4 : 2, kHigh = 2 * kLow;  // stripes * unroll
-  if (s.stripes == 1 && s.unroll == kLow) return f.template operator()<1, kLow>();
-  if (s.stripes == 1 && s.unroll == kHigh) return f.template operator()<1, kHigh>();
-  if (s.stripes == 2 && s.unroll == kLow / 2) return f.template operator()<2, kLow / 2>();
-  if (s.stripes == 2 && s.unroll == kHigh / 2) return f.template operator()<2, kHigh / 2>();
-  throw Error(kbit::detail::concat("skinny kernel: stripes=", s.stripes, " unroll=", s.unroll,
-                                   " is not instantiated (stripes * unroll must be ", kLow, " or ", kHigh, ")"));
-}
-
 template <typename T, int NT, typename F>
 auto with_skinny_instance(const SkinnyShape& s, F&& f) {
-  return with_stripes_unroll<NT>(s, [&]<int R, int U>() {
-    if (s.warps == 8) return f.template operator()<T, NT, 8, R, U>();
-    return f.template operator()<T, NT, 4, R, U>();
-  });
+  auto with_warps = [&]<int R>() {
+    if (s.warps == 2) return f.template operator()<T, NT, 2, R>();
+    if (s.warps == 4) return f.template operator()<T, NT, 4, R>();
+    return f.template operator()<T, NT, 8, R>();
+  };
+  if (s.stripes == 1) return with_warps.template operator()<1>();
+  if (s.stripes == 2) return with_warps.template operator()<2>();
+  return with_warps.template operator()<4>();
 }
 
 template <typename T, int NT>
 void launch_skinny_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
-  with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R, int U>() {
-    auto kernel = skinny_kernel<TT, N_, WARPS, R, U>;
-    const size_t smem = skinny::smem_bytes<N_, WARPS, R>();
+  with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R>() {
+    auto kernel = skinny_kernel<TT, N_, WARPS, R>;
+    const size_t smem = skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M);
     if (smem > 48 * 1024)
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                  "skinny kernel: shared memory size");
+    SkinnyArgs args = a;
+    args.stages = s.stages, args.kslice = s.kslice;
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(unsigned((a.N + 16 * R - 1) / (16 * R)), unsigned(s.splits));
-    cfg.blockDim = dim3(WARPS * 32);
+    cfg.blockDim = dim3((WARPS + 1) * 32);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[2]{};
@@ -273,21 +308,22 @@ void launch_skinny_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t st
       ++n;
     }
     cfg.attrs = attr, cfg.numAttrs = unsigned(n);
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a), "skinny kernel: launch");
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), "skinny kernel: launch");
   });
 }
 
 template <typename T, int NT>
-SkinnyKernelInfo skinny_info_nt(const SkinnyShape& s) {
-  return with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R, int U>() {
+SkinnyKernelInfo skinny_info_nt(const SkinnyShape& s, int m) {
+  return with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R>() {
     cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, skinny_kernel<TT, N_, WARPS, R, U>), "skinny kernel: attributes");
-    return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes)};
+    check_cuda(cudaFuncGetAttributes(&attr, skinny_kernel<TT, N_, WARPS, R>), "skinny kernel: attributes");
+    return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes),
+                            skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, m)};
   });
 }
 
 #define KBIT_INSTANTIATE_SKINNY(T, NT)                                                                   \
   template void launch_skinny_nt<T, NT>(const SkinnyArgs&, const SkinnyShape&, cudaStream_t);         \
-  template SkinnyKernelInfo skinny_info_nt<T, NT>(const SkinnyShape&);
+  template SkinnyKernelInfo skinny_info_nt<T, NT>(const SkinnyShape&, int);
 
 }  // namespace kbit::cuda::detail

@@ -6,7 +6,7 @@ namespace kbit::cuda::detail {
 
 #define KBIT_DECLARE_SKINNY(T, NT)                                                                      \
   extern template void launch_skinny_nt<T, NT>(const SkinnyArgs&, const SkinnyShape&, cudaStream_t); \
-  extern template SkinnyKernelInfo skinny_info_nt<T, NT>(const SkinnyShape&);
+  extern template SkinnyKernelInfo skinny_info_nt<T, NT>(const SkinnyShape&, int);
 KBIT_DECLARE_SKINNY(__half, 1)
 KBIT_DECLARE_SKINNY(__half, 2)
 KBIT_DECLARE_SKINNY(__half, 4)
@@ -36,21 +36,30 @@ auto with_dtype_and_tiles(const SkinnyShape& s, DType t, F&& f) {
 void check_skinny_shape(const SkinnyShape& s) {
   KBIT_REQUIRE(s.n_tiles == 1 || s.n_tiles == 2 || s.n_tiles == 4, "skinny kernel: n_tiles must be 1, 2 or 4, got ",
                s.n_tiles);
-  KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "skinny kernel: warps must be 4 or 8, got ", s.warps);
-  KBIT_REQUIRE(s.stripes == 1 || s.stripes == 2, "skinny kernel: stripes must be 1 or 2, got ", s.stripes);
+  KBIT_REQUIRE(s.warps == 2 || s.warps == 4 || s.warps == 8, "skinny kernel: warps must be 2, 4 or 8, got ", s.warps);
+  KBIT_REQUIRE(s.stripes == 1 || s.stripes == 2 || s.stripes == 4, "skinny kernel: stripes must be 1, 2 or 4, got ",
+               s.stripes);
+  KBIT_REQUIRE(s.stages >= 2 && s.stages <= 8, "skinny kernel: stages must be 2..8, got ", s.stages);
+  KBIT_REQUIRE(s.kslice == 128 || s.kslice == 256 || s.kslice == 512,
+               "skinny kernel: kslice must be 128, 256 or 512 columns, got ", s.kslice);
   KBIT_REQUIRE(s.splits == 1 || s.splits == 2 || s.splits == 4 || s.splits == 8,
                "skinny kernel: splits (cluster size) must be 1, 2, 4 or 8, got ", s.splits);
-  const int lo = s.n_tiles <= 2 ? 4 : 2, work = s.stripes * s.unroll;
-  KBIT_REQUIRE(s.unroll >= 1 && (work == lo || work == 2 * lo), "skinny kernel: stripes * unroll must be ", lo, " or ",
-               2 * lo, " at n_tiles ", s.n_tiles, ", got ", s.stripes, " * ", s.unroll);
+}
+
+size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
+  return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream) {
+  const size_t smem = skinny_shared_bytes(s, a.M);
+  KBIT_REQUIRE(smem <= kMaxSkinnySharedBytes, "skinny kernel: stages=", s.stages, " x kslice=", s.kslice, " at ",
+               16 * s.stripes, " rows + M=", a.M, " needs ", smem, " bytes of shared memory per CTA (at most ",
+               kMaxSkinnySharedBytes, ")");
   with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { launch_skinny_nt<T, NT>(a, s, stream); });
 }
 
-SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t) {
-  return with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { return skinny_info_nt<T, NT>(s); });
+SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m) {
+  return with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { return skinny_info_nt<T, NT>(s, m); });
 }
 
 }  // namespace kbit::cuda::detail
