@@ -1,4 +1,4 @@
-// Hopper bulk copies (cp.async.bulk, the TMA engine's 1-D form) into shared memory and the
+// Hopper bulk copies (cp.async.bulk: the TMA engine, 1-D and tensor-map tiles) into shared memory and the
 // mbarriers that track them: a producer arms a barrier with the bytes it expects and
 // issues copies that complete those bytes; consumers wait on the barrier's phase parity.
 #pragma once
@@ -67,6 +67,26 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
       "%4;\n" ::"r"(dst),
       "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// Copies the box at (col, row) of a 2-D tensor map (a __grid_constant__ kernel parameter)
+// to this CTA's shared memory (128-byte aligned); elements outside the tensor are zeros
+// and the whole box counts against `bar`'s expected bytes.
+__device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const void* tensor_map, int col, int row, uint32_t bar,
+                                               uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(tensor_map), "r"(col), "r"(row), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const void* tensor_map, int col, int row, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(tensor_map), "r"(col), "r"(row), "r"(bar)
       : "memory");
 }
 

@@ -3,6 +3,7 @@
 // compiles with the host compiler.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -13,6 +14,10 @@
 namespace kbit::cuda::detail {
 
 struct SkinnyArgs {
+  // TMA descriptors (filled by launch_skinny): W as boxes of 16 * stripes rows x
+  // min(kslice, 256) columns; A (when x_vec) as boxes of M rows x the same columns.
+  CUtensorMap w_map;
+  CUtensorMap x_map;
   const uint16_t* w = nullptr;  // W[N, K], 16-bit, rows of ldw elements, 16-byte aligned
   int64_t ldw = 0;
   const void* x = nullptr;  // A[M, K], M <= 32
@@ -23,7 +28,7 @@ struct SkinnyArgs {
   int64_t ldr = 0;
   const void* bias = nullptr;  // [N] or null
   int M = 0, N = 0, K = 0;
-  bool x_vec = false;  // A's rows 16-byte aligned: bulk copies of A (else the producer warp copies)
+  bool x_vec = false;  // A's rows 16-byte aligned: TMA copies of A (else the producer warp copies)
   bool pdl = false;    // launched with programmatic stream serialization
   int stages = 4;      // SkinnyShape::stages
   int kslice = 256;    // SkinnyShape::kslice

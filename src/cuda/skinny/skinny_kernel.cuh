@@ -2,17 +2,18 @@
 // fp32 accumulation, for decode-sized M (1..32). The kernel of kbit::skinny_gemm.
 //
 // Computes C^T = W A^T with mma.sync.m16n8k16: 16 rows of W are the A operand, 8
-// tokens the B operand. A CTA owns 16 * R rows (R stripes) over its K range. One
-// producer warp streams W's rows and A's rows, `kslice` columns at a time, into a ring
-// of `stages` shared-memory slots with bulk copies (cp.async.bulk, one per row and
-// slot, W's evict-first) tracked by mbarriers, so that the bytes in flight do not
-// cost registers; `warps` consumer warps take the slot's 32-column steps in turn.
-// Slot layout: rows of kslice * 2 + 64 bytes (the 64-byte pad puts rows g and g + 1 in
-// different bank halves), W's 16 R rows then A's M rows. Lane (g = lane / 4, c = lane
-// % 4) reads 16 bytes of rows g and g + 8 at columns 32 s + 8 c and 16 bytes of token
-// g's row at the same columns; the MMA's k order is permuted the same way for both
-// operands (k slots 2c, 2c+1, 2c+8, 2c+9 of MMA 0 hold columns 8c..8c+3, of MMA 1
-// columns 8c+4..8c+7), so each comes from one 16-byte shared load.
+// tokens the B operand. A CTA owns 16 * R rows (R stripes) over its K range. Lane 0 of
+// a producer warp streams W and A, `kslice` columns at a time, into a ring of `stages`
+// shared-memory slots with TMA tensor copies (one box of 16 R rows x min(kslice, 256)
+// columns of W, evict-first, and one of A's M rows, per 256 columns; mbarriers track
+// them), so that the bytes in flight cost neither registers nor many instructions
+// (1-D copies of one row each measured 16.5 us at best here: per-copy cost); `warps`
+// consumer warps take the slot's 32-column steps in turn. Rows are dense in a box
+// (the 2-way bank conflict of rows g, g + 1 is cheap at this arithmetic intensity).
+// Lane (g = lane / 4, c = lane % 4) reads 16 bytes of rows g and g + 8 at columns
+// 32 s + 8 c and 16 bytes of token g's row at the same columns; the MMA's k order is
+// permuted the same way for both operands (k slots 2c, 2c+1, 2c+8, 2c+9 of MMA 0 hold
+// columns 8c..8c+3, of MMA 1 columns 8c+4..8c+7), so each comes from one shared load.
 // Launch: grid (row groups of 16 R rows, splits), (warps + 1) * 32 threads; a cluster
 // of `splits` CTAs splits K further. Warps are reduced in shared memory in warp order,
 // the cluster's CTAs through distributed shared memory in rank order: deterministic,
@@ -38,12 +39,10 @@ namespace kbit::cuda::detail {
 namespace skinny {
 
 constexpr int kBarrierBytes = 128;  // full[stages] then empty[stages], 8 bytes each (stages <= 8)
-constexpr int kRowPad = 64;
+constexpr int kMaxBoxColumns = 256;  // a TMA box spans at most 256 elements per dimension
 
-__host__ __device__ constexpr uint32_t row_stride(int kslice) { return uint32_t(kslice) * 2 + kRowPad; }
-__host__ __device__ constexpr uint32_t slot_bytes(int rows, int m, int kslice) {
-  return ((uint32_t(rows + m) * row_stride(kslice)) + 127) / 128 * 128;
-}
+__host__ __device__ constexpr int box_columns(int kslice) { return kslice < kMaxBoxColumns ? kslice : kMaxBoxColumns; }
+__host__ __device__ constexpr uint32_t slot_bytes(int rows, int m, int kslice) { return uint32_t(rows + m) * kslice * 2; }
 __host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int n_tiles) {
   return size_t(warps) * stripes * n_tiles * 4 * 32 * sizeof(float);
 }
@@ -67,13 +66,16 @@ __device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
 }  // namespace skinny
 
 template <typename T, int NT, int WARPS, int R>
-__global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const SkinnyArgs a) {
+__global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __grid_constant__ SkinnyArgs a) {
   using namespace skinny;
   constexpr int kRows = 16 * R, kAcc = R * NT * 4;
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
-  const int stages = a.stages, kslice = a.kslice;
-  const uint32_t stride = row_stride(kslice), slot = slot_bytes(kRows, a.M, kslice);
+  const int stages = a.stages, kslice = a.kslice, box = box_columns(kslice);
+  // Slot: W's boxes [kslice / box][kRows][box], then A's [kslice / box][M][box].
+  const uint32_t slot = slot_bytes(kRows, a.M, kslice), box_row = uint32_t(box) * 2;
+  const uint32_t w_box_bytes = uint32_t(kRows) * box_row, x_box_bytes = uint32_t(a.M) * box_row;
+  const uint32_t x_region = uint32_t(kslice / box) * w_box_bytes;
   const uint32_t bars = shared_address(smem);
   unsigned char* const ring = smem + kBarrierBytes;
   auto full = [&](int i) { return bars + 8u * uint32_t(i); };
@@ -96,37 +98,41 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const Skinn
 
   if (warp == WARPS) {
     // Producer warp: slice s goes to slot s % stages once the consumers have released
-    // the slice that held it before.
-    const int rows_w = min(kRows, a.N - row_base);
-    const uint64_t policy = l2_evict_first_policy();
+    // the slice that held it before. Lane 0 issues the copies.
     const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
     auto cols_of = [&](int s) { return min(kslice, k1 - (k0 + s * kslice)); };
+    auto boxes_of = [&](int s) { return (cols_of(s) + box - 1) / box; };
     auto slot_of = [&](int s) { return ring + size_t(s % stages) * slot; };
     auto issue_w = [&](int s) {
-      const int col = k0 + s * kslice;
-      const uint32_t bytes = uint32_t(cols_of(s)) * 2, dst = shared_address(slot_of(s));
-      for (int i = lane; i < rows_w; i += 32)
-        bulk_copy_to_shared(dst + uint32_t(i) * stride, a.w + int64_t(row_base + i) * a.ldw + col, bytes,
-                            full(s % stages), policy);
+      if (lane != 0) return;
+      const uint64_t policy = l2_evict_first_policy();
+      const uint32_t dst = shared_address(slot_of(s));
+      for (int b = 0; b < boxes_of(s); ++b)
+        tensor_copy_2d(dst + uint32_t(b) * w_box_bytes, &a.w_map, k0 + s * kslice + b * box, row_base,
+                       full(s % stages), policy);
     };
     auto issue_x = [&](int s) {
-      const int col = k0 + s * kslice;
-      const uint32_t bytes = uint32_t(cols_of(s)) * 2, dst = shared_address(slot_of(s));
-      for (int i = lane; i < a.M; i += 32)
-        bulk_copy_to_shared(dst + uint32_t(kRows + i) * stride, xbase + int64_t(i) * a.ldx + col, bytes,
-                            full(s % stages));
+      if (lane != 0) return;
+      const uint32_t dst = shared_address(slot_of(s)) + x_region;
+      for (int b = 0; b < boxes_of(s); ++b)
+        tensor_copy_2d(dst + uint32_t(b) * x_box_bytes, &a.x_map, k0 + s * kslice + b * box, 0, full(s % stages));
     };
     // A's rows not 16-byte aligned: the warp copies them element by element, then arrives.
     auto store_x = [&](int s) {
       const int col = k0 + s * kslice, cols = cols_of(s);
-      uint16_t* dst = reinterpret_cast<uint16_t*>(slot_of(s) + size_t(kRows) * stride);
+      unsigned char* dst = slot_of(s) + x_region;
       for (int i = 0; i < a.M; ++i)
-        for (int j = lane; j < cols; j += 32) dst[size_t(i) * (stride / 2) + j] = xbase[int64_t(i) * a.ldx + col + j];
+        for (int j = lane; j < cols; j += 32) {
+          const int b = j / box;  // box is a power of two
+          *reinterpret_cast<uint16_t*>(dst + uint32_t(b) * x_box_bytes + uint32_t(i) * box_row +
+                                       uint32_t(j - b * box) * 2) = xbase[int64_t(i) * a.ldx + col + j];
+        }
       __syncwarp();
     };
     auto arm = [&](int s, bool with_x) {
       if (lane == 0)
-        mbarrier_arrive_expect_tx(full(s % stages), uint32_t(rows_w + (with_x ? a.M : 0)) * uint32_t(cols_of(s)) * 2);
+        mbarrier_arrive_expect_tx(full(s % stages),
+                                  uint32_t(boxes_of(s)) * (w_box_bytes + (with_x ? x_box_bytes : 0u)));
       __syncwarp();
     };
     const int first = min(stages, slices);
@@ -157,24 +163,24 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const Skinn
       const int cols = min(kslice, k1 - (k0 + s * kslice)), steps = (cols + 31) / 32;
       const unsigned char* base = ring + size_t(sl) * slot;
       // mma.sync needs the whole warp: the step test is warp-uniform; lanes past K
-      // multiply zero weights by zero activations.
+      // multiply zeros (TMA's fill for W, explicit for A).
 #pragma unroll 1
       for (int j = warp; j < steps; j += WARPS) {
-        const int cc = 32 * j + 8 * c;
+        const int cc = 32 * j + 8 * c, b = (32 * j) / box;
         const bool ok = cc < cols;
-        const uint32_t off = uint32_t(cc) * 2;
+        const uint32_t in_box = uint32_t(cc - b * box) * 2;
+        const unsigned char* wb = base + uint32_t(b) * w_box_bytes + in_box;
+        const unsigned char* xb = base + x_region + uint32_t(b) * x_box_bytes + in_box;
         uint4 xv[NT];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int t = min(nt * 8 + g, a.M - 1);
-          xv[nt] = ok ? *reinterpret_cast<const uint4*>(base + uint32_t(kRows + t) * stride + off) : make_uint4(0, 0, 0, 0);
+          xv[nt] = ok ? *reinterpret_cast<const uint4*>(xb + uint32_t(t) * box_row) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const uint4 w0 = ok ? *reinterpret_cast<const uint4*>(base + uint32_t(16 * r + g) * stride + off)
-                              : make_uint4(0, 0, 0, 0);
-          const uint4 w1 = ok ? *reinterpret_cast<const uint4*>(base + uint32_t(16 * r + g + 8) * stride + off)
-                              : make_uint4(0, 0, 0, 0);
+          const uint4 w0 = *reinterpret_cast<const uint4*>(wb + uint32_t(16 * r + g) * box_row);
+          const uint4 w1 = *reinterpret_cast<const uint4*>(wb + uint32_t(16 * r + g + 8) * box_row);
           const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
