@@ -105,7 +105,7 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   o.stripes = 3;
   EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
-  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=4,r=2,p=4,c=256,s=1");
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
 }
 
