@@ -90,7 +90,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
   const int row_base = int(blockIdx.x) * kRows;
 
   if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) mbarrier_init(full(i), 1), mbarrier_init(empty(i), WARPS);
+    // full: the producer's lane 0 (which also expects the copies' bytes), or with A copied
+    // element by element, each of the producer's lanes after its own stores.
+    for (int i = 0; i < stages; ++i) mbarrier_init(full(i), a.x_vec ? 1 : 32), mbarrier_init(empty(i), WARPS);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -117,7 +119,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
       for (int b = 0; b < boxes_of(s); ++b)
         tensor_copy_2d(dst + uint32_t(b) * x_box_bytes, &a.x_map, k0 + s * kslice + b * box, 0, full(s % stages));
     };
-    // A's rows not 16-byte aligned: the warp copies them element by element, then arrives.
+    // A's rows not 16-byte aligned: the warp copies them element by element (each lane
+    // then arrives on the slot's barrier, in arm).
     auto store_x = [&](int s) {
       const int col = k0 + s * kslice, cols = cols_of(s);
       unsigned char* dst = slot_of(s) + x_region;
@@ -127,12 +130,13 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
           *reinterpret_cast<uint16_t*>(dst + uint32_t(b) * x_box_bytes + uint32_t(i) * box_row +
                                        uint32_t(j - b * box) * 2) = xbase[int64_t(i) * a.ldx + col + j];
         }
-      __syncwarp();
     };
     auto arm = [&](int s, bool with_x) {
       if (lane == 0)
         mbarrier_arrive_expect_tx(full(s % stages),
                                   uint32_t(boxes_of(s)) * (w_box_bytes + (with_x ? x_box_bytes : 0u)));
+      else if (!a.x_vec)
+        mbarrier_arrive(full(s % stages));
       __syncwarp();
     };
     const int first = min(stages, slices);
