@@ -19,9 +19,10 @@
 // the cluster's CTAs through distributed shared memory in rank order: deterministic,
 // no workspace, no atomics. With PDL the first slots' W copies are issued before
 // griddepcontrol.wait.
-// Measured: see BENCHMARKS.md (kbit::skinny_gemm); the register-loading kernel this
-// replaced (commit b8e9663) took 17.1 us at M = 1 and 24.6 us at M = 16 on N = 7168,
-// K = 3584, H200.
+// Measured (H200, 2026-11-30, commit 4604268, N = 7168, K = 3584, bf16 + residual, the
+// tuned shapes): M = 1 17.1 us (3.0 TB/s; cuBLAS addmm 16.9), M = 8 18.1 us, M = 16
+// 20.0 us (cuBLAS 15.3); the register-loading kernel it replaced (b8e9663): 17.1, 18.7,
+// 24.6 us. A plain read of the same 51.4 MB takes 12.5-13 us: see BENCHMARKS.md.
 #pragma once
 
 #include <cooperative_groups.h>

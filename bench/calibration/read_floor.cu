@@ -1,0 +1,119 @@
+// Calibration, not part of the library: how fast can plain kernels read the 51.4 MB of the
+// Kimi-K3 latent projection (N = 7168, K = 3584, bf16) when called back to back in a CUDA
+// graph with 6 buffers rotated past L2 (24 calls per graph, median of 15 replays)? Grid-
+// stride, contiguous chunks per CTA, and the skinny GEMM's row-band order (CTA i reads
+// rows [16 i, 16 i + 16), a piece of every row per step). Build and run on the GPU:
+//   nvcc -std=c++17 -O3 -arch=sm_90a bench/calibration/read_floor.cu -o read_floor && ./read_floor
+// H200 results: bench/results/h200-read-floor-51MB.txt.
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <vector>
+#include <algorithm>
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
+
+template <int U>
+__global__ void __launch_bounds__(256) read_kernel(const uint4* __restrict__ p, size_t n, unsigned* out) {
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + i + u * stride));
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) { uint4 v = p[i]; acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
+// Contiguous chunk per CTA (like a row group), U loads in flight per thread.
+template <int U>
+__global__ void __launch_bounds__(256) read_chunks(const uint4* __restrict__ p, size_t n, unsigned* out) {
+  const size_t per = (n + gridDim.x - 1) / gridDim.x;
+  const size_t b = blockIdx.x * per, e = min(n, b + per);
+  unsigned acc = 0;
+  size_t i = b + threadIdx.x;
+  for (; i + (U - 1) * 256 < e; i += U * 256) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + i + u * 256));
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < e; i += 256) { uint4 v = p[i]; acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
+// Row-group pattern of the skinny GEMM: CTA i reads rows [16 i, 16 i + 16) of a
+// [7168, 3584] bf16 matrix, PIECE bytes of every row per step, 8 warps, each warp two rows.
+template <int PIECE>
+__global__ void __launch_bounds__(256) read_rowpieces(const uint4* __restrict__ p, unsigned* out) {
+  constexpr int row_bytes = 7168, per_lane = PIECE / 16 / 32 > 0 ? PIECE / 16 / 32 : 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned acc = 0;
+  const char* base = reinterpret_cast<const char*>(p) + size_t(blockIdx.x) * 16 * row_bytes;
+  for (int k = 0; k < row_bytes; k += PIECE) {
+    uint4 v[2][per_lane];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int u = 0; u < per_lane; ++u) {
+        const int off = k + (u * 32 + lane) * 16;
+        const uint4* q = reinterpret_cast<const uint4*>(base + size_t(2 * warp + h) * row_bytes + off);
+        if (off < row_bytes && (u * 32 + lane) * 16 < PIECE)
+          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[h][u].x), "=r"(v[h][u].y), "=r"(v[h][u].z), "=r"(v[h][u].w) : "l"(q));
+        else v[h][u] = make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int u = 0; u < per_lane; ++u) acc ^= v[h][u].x ^ v[h][u].y ^ v[h][u].z ^ v[h][u].w;
+  }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
+int main() {
+  const size_t bytes = size_t(7168) * 3584 * 2, n = bytes / 16;
+  const int bufs = 6, calls = 24;
+  std::vector<uint4*> b(bufs);
+  for (auto& x : b) { CK(cudaMalloc(&x, bytes)); CK(cudaMemset(x, 1, bytes)); }
+  unsigned* out; CK(cudaMalloc(&out, 4));
+  cudaStream_t s; CK(cudaStreamCreate(&s));
+  auto bench = [&](const char* name, auto launch) -> int {
+    cudaGraph_t g; cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int c = 0; c < calls; ++c) launch(b[c % bufs]);
+    CK(cudaStreamEndCapture(s, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    std::vector<float> t;
+    for (int r = 0; r < 15; ++r) {
+      cudaEventRecord(e0, s); CK(cudaGraphLaunch(ge, s)); cudaEventRecord(e1, s); CK(cudaEventSynchronize(e1));
+      float ms; cudaEventElapsedTime(&ms, e0, e1); t.push_back(ms * 1000 / calls);
+    }
+    std::sort(t.begin(), t.end());
+    printf("%-36s %8.2f us  %5.2f TB/s\n", name, t[t.size() / 2], bytes / (t[t.size() / 2] * 1e6));
+    return 0;
+  };
+  int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  char name[64];
+  for (int k : {1, 2, 4, 8}) {
+    snprintf(name, 64, "grid-stride U=4 grid=%d", sms * k);
+    bench(name, [&](uint4* p) { read_kernel<4><<<sms * k, 256, 0, s>>>(p, n, out); });
+    snprintf(name, 64, "grid-stride U=8 grid=%d", sms * k);
+    bench(name, [&](uint4* p) { read_kernel<8><<<sms * k, 256, 0, s>>>(p, n, out); });
+  }
+  for (int ctas : {224, 448, 896, 1792}) {
+    snprintf(name, 64, "chunks U=4 ctas=%d", ctas);
+    bench(name, [&](uint4* p) { read_chunks<4><<<ctas, 256, 0, s>>>(p, n, out); });
+    snprintf(name, 64, "chunks U=8 ctas=%d", ctas);
+    bench(name, [&](uint4* p) { read_chunks<8><<<ctas, 256, 0, s>>>(p, n, out); });
+  }
+  bench("rowpieces 512 B (8 KB/CTA/step)", [&](uint4* p) { read_rowpieces<512><<<448, 256, 0, s>>>(p, out); });
+  bench("rowpieces 1 KB", [&](uint4* p) { read_rowpieces<1024><<<448, 256, 0, s>>>(p, out); });
+  bench("rowpieces 2 KB", [&](uint4* p) { read_rowpieces<2048><<<448, 256, 0, s>>>(p, out); });
+  bench("rowpieces 4 KB", [&](uint4* p) { read_rowpieces<4096><<<448, 256, 0, s>>>(p, out); });
+  bench("rowpieces 8 KB (whole rows)", [&](uint4* p) { read_rowpieces<8192><<<448, 256, 0, s>>>(p, out); });
+  bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
+  return 0;
+}
