@@ -2,8 +2,11 @@
 // forced options, the tuned-table format and lookup.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "bench/linear_tune.h"
 #include "bench/skinny_bench.h"
+#include "cuda/skinny/skinny_args.h"
 #include "dispatch/linear_configs.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
@@ -107,6 +110,21 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
   EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
+}
+
+TEST(SkinnyPlan, RingsFitInSharedMemory) {
+  // Barriers (128 bytes), then 3 slots of (32 W rows + 1 A row) x 256 columns x 2 bytes.
+  EXPECT_EQ(cuda::detail::skinny_shared_bytes({1, 4, 2, 3, 256, 1}, 1), size_t(128 + 3 * 33 * 512));
+  // The reduction needs more than a small ring: 8 warps x 4 stripes x 4 tiles x 4 x 32 floats.
+  EXPECT_EQ(cuda::detail::skinny_shared_bytes({4, 8, 4, 2, 128, 1}, 1), size_t(128 + 8 * 4 * 4 * 4 * 32 * 4));
+  // Every planned shape, tuned or heuristic, fits at every M.
+  for (int64_t m = 1; m <= kMaxSkinnyM; ++m)
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{7168, 3584}, {512, 2048}, {100, 3592}, {32768, 8192}}) {
+      const SkinnyPlan p = plan_skinny(m, n, k);
+      EXPECT_LE(cuda::detail::skinny_shared_bytes({p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits}, int(m)),
+                cuda::detail::kMaxSkinnySharedBytes)
+          << "M=" << m << " N=" << n << " K=" << k << " " << p.describe();
+    }
 }
 
 TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
