@@ -4,7 +4,9 @@
 # hadamard, skinny_sweep, skinny_selected, model_bench, stream_bench, moe_bench,
 # moe_bench2, test:FILTER, memcheck:/racecheck:/synccheck:FILTER, ncu:KERNEL_REGEX,
 # cmd (KBIT_CMD: any command, e.g. several `build-dev/kbit bench gemv-probe` runs),
-# ab (KBIT_AB_TARGET, KBIT_AB_OLD, KBIT_AB_CMD, KBIT_AB_ROUNDS: A/B of one source file).
+# ab (KBIT_AB_TARGET, KBIT_AB_OLD, KBIT_AB_CMD, KBIT_AB_ROUNDS: A/B of one source file),
+# tune (KBIT_TUNE_ARGS, e.g. "--model glm47 --m 1,16 --bits 4": kbit tune merged into a
+# copy of data/linear_configs.json under $OUT; copy it back into data/ to compile it in).
 set -uo pipefail
 OUT=${OUT:-/tmp/kbit-out}
 mkdir -p "$OUT"
@@ -40,6 +42,11 @@ for step in ${KBIT_STEPS:-}; do
     skinny_selected) echo "== kbit tune skinny --mode selected"
       timeout "${KBIT_SKINNY_TIMEOUT:-100}" build-dev/kbit tune skinny --mode selected --json "$OUT/skinny_selected.jsonl" \
         > "$OUT/skinny_selected.txt" 2>&1; echo "rc=$?"; cat "$OUT/skinny_selected.txt" ;;
+    tune) echo "== kbit tune ${KBIT_TUNE_ARGS:-}"
+      cp data/linear_configs.json "$OUT/linear_configs.json"
+      timeout "${KBIT_TUNE_TIMEOUT:-300}" build-dev/kbit tune ${KBIT_TUNE_ARGS:-} --out "$OUT/linear_configs.json" \
+        > "$OUT/tune.txt" 2> "$OUT/tune_progress.txt"
+      echo "rc=$?"; cat "$OUT/tune.txt" ;;
     skinny_sweep) echo "== kbit tune skinny --mode sweep"
       cp data/linear_configs.json "$OUT/linear_configs.json"
       timeout "${KBIT_SKINNY_TIMEOUT:-100}" build-dev/kbit tune skinny --mode sweep --table-out "$OUT/linear_configs.json" \
