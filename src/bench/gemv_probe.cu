@@ -57,18 +57,8 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   // routed top-`active` by seeded random logits (its grouped GEMV, when it takes them).
   const bool grouped = proj->experts > 1;
   const int64_t e = grouped ? proj->experts : 1;
-  const Buffer wd = [&] {
-    Buffer one = upload(random_bf16(size_t(n * k), 11, 0.05f));
-    if (e == 1) return one;
-    Buffer all = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
-    for (int64_t i = 0; i < e; ++i)
-      check_cuda(cudaMemcpy(static_cast<char*>(all.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
-                            cudaMemcpyDeviceToDevice),
-                 "gemv-probe: experts");
-    return all;
-  }();
-  const QuantizedMatrix w = cuda::repack(
-      cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(o.bits), nullptr), Layout::mma16, nullptr);
+  const Buffer wd = stacked_bf16(e, n, k, 11);
+  const QuantizedMatrix w = quantize_stack(wd, e, n, k, o.bits);
   const int64_t rows = grouped ? m * proj->active : m;
   const Buffer xd = upload(random_bf16(size_t(rows * k), 12, 1.0f));
   Buffer yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cpu/parallel.h"
+#include "kbit/cuda.h"
 #include "kbit/dtype.h"
 #include "kbit/error.h"
 
@@ -42,6 +43,22 @@ Buffer copy_of(const Buffer& src) {
   Buffer b = Buffer::allocate(Memory::device, src.size());
   check(cudaMemcpy(b.data(), src.data(), src.size(), cudaMemcpyDeviceToDevice), "device copy");
   return b;
+}
+
+Buffer stacked_bf16(int64_t e, int64_t n, int64_t k, uint32_t seed) {
+  Buffer one = upload(random_bf16(size_t(n * k), seed, 0.05f));
+  if (e == 1) return one;
+  Buffer wd = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
+  for (int64_t i = 0; i < e; ++i)
+    check(cudaMemcpy(static_cast<char*>(wd.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
+                     cudaMemcpyDeviceToDevice),
+          "expert stack");
+  return wd;
+}
+
+QuantizedMatrix quantize_stack(const Buffer& wd, int64_t e, int64_t n, int64_t k, int bits) {
+  const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(bits), nullptr);
+  return cuda::repack(flat, Layout::mma16, nullptr);
 }
 
 }  // namespace kbit::bench

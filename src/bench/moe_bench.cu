@@ -93,24 +93,6 @@ class GroupedBaseline {
   std::vector<Set> sets_;
 };
 
-// E experts of N x K in bf16 on the device, every expert the same random values (copied
-// on the device), which costs the kernels the same as distinct ones.
-Buffer stacked_bf16(int64_t e, int64_t n, int64_t k, uint32_t seed) {
-  Buffer one = upload(random_bf16(size_t(n * k), seed, 0.05f));
-  Buffer wd = Buffer::allocate(Memory::device, size_t(e * n * k) * 2);
-  for (int64_t i = 0; i < e; ++i)
-    check_cuda(cudaMemcpy(static_cast<char*>(wd.data()) + size_t(i * n * k) * 2, one.data(), one.size(),
-                          cudaMemcpyDeviceToDevice),
-               "moe bench: experts");
-  return wd;
-}
-
-// The [e * n, k] bf16 stack at `bits`, in the mma16 layout expert_linear reads.
-QuantizedMatrix quantize_stack(const Buffer& wd, int64_t e, int64_t n, int64_t k, int bits) {
-  const QuantizedMatrix flat = cuda::quantize(TensorView{wd.data(), DType::bf16, e * n, k}, Codebook::bnf(bits), nullptr);
-  return cuda::repack(flat, Layout::mma16, nullptr);
-}
-
 QuantizedMatrix stacked_experts(int64_t e, int64_t n, int64_t k, int bits, uint32_t seed) {
   return quantize_stack(stacked_bf16(e, n, k, seed), e, n, k, bits);
 }

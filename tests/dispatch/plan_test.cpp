@@ -2,6 +2,7 @@
 // forced options, the tuned-table format and lookup.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <utility>
 
 #include "bench/linear_tune.h"
@@ -92,21 +93,15 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   o.splits = 8;
   EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 2);  // K = 64 is two steps
   EXPECT_STREQ(plan_skinny(1, 64, 64, o).source, "forced");
-  o = {};
-  o.splits = 3;
-  EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
-  o = {};
-  o.warps = 6;
-  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
-  o = {};
-  o.kslice = 300;
-  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
-  o = {};
-  o.stages = 9;
-  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
-  o = {};
-  o.stripes = 3;
-  EXPECT_THROW(plan_skinny(1, 64, 64, o), Error);
+  // Each override outside its instantiated values is an error.
+  for (auto bad : std::initializer_list<void (*)(SkinnyOptions&)>{
+           [](SkinnyOptions& b) { b.splits = 3; }, [](SkinnyOptions& b) { b.warps = 6; },
+           [](SkinnyOptions& b) { b.kslice = 300; }, [](SkinnyOptions& b) { b.stages = 9; },
+           [](SkinnyOptions& b) { b.stripes = 3; }}) {
+    o = {};
+    bad(o);
+    EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
+  }
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
   EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
