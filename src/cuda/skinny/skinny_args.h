@@ -28,7 +28,7 @@ struct SkinnyArgs {
   int64_t ldr = 0;
   const void* bias = nullptr;  // [N] or null
   int M = 0, N = 0, K = 0;
-  bool x_vec = false;  // A's rows 16-byte aligned: TMA copies of A (else the producer warp copies)
+  bool x_vec = false;  // A's rows 16-byte aligned: TMA copies of A (else the consumers read A from global memory)
   bool pdl = false;    // launched with programmatic stream serialization
   int stages = 4;      // SkinnyShape::stages
   int kslice = 256;    // SkinnyShape::kslice

@@ -6,7 +6,8 @@
 // a producer warp streams W and A, `kslice` columns at a time, into a ring of `stages`
 // shared-memory slots with TMA tensor copies (one box of 16 R rows x min(kslice, 256)
 // columns of W, evict-first, and one of A's M rows, per 256 columns; mbarriers track
-// them), so that the bytes in flight cost neither registers nor many instructions
+// them; A without 16-byte aligned rows is read by the consumers from global memory),
+// so that the bytes in flight cost neither registers nor many instructions
 // (one 1-D bulk copy per row and slot measured 16.5 us at best, the same); `warps`
 // consumer warps take the slot's 32-column steps in turn. Rows are dense in a box
 // (the 2-way bank conflict of rows g, g + 1 is cheap at this arithmetic intensity).
@@ -53,6 +54,14 @@ __host__ __device__ constexpr size_t shared_bytes(int warps, int stripes, int n_
   return kBarrierBytes + (ring > red ? ring : red);
 }
 
+// 8 activations from global memory as raw 16-bit pairs (A without 16-byte alignment).
+__device__ __forceinline__ uint4 load_x8(const uint16_t* p) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = uint32_t(__ldg(p + 2 * i)) | (uint32_t(__ldg(p + 2 * i + 1)) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Sets every accumulator of a [R][NT][4] tile to 0.
 template <int R, int NT>
 __device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
@@ -91,9 +100,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
   const int row_base = int(blockIdx.x) * kRows;
 
   if (threadIdx.x == 0) {
-    // full: the producer's lane 0 (which also expects the copies' bytes), or with A copied
-    // element by element, each of the producer's lanes after its own stores.
-    for (int i = 0; i < stages; ++i) mbarrier_init(full(i), a.x_vec ? 1 : 32), mbarrier_init(empty(i), WARPS);
+    // full: the producer's lane 0, which also expects the copies' bytes.
+    for (int i = 0; i < stages; ++i) mbarrier_init(full(i), 1), mbarrier_init(empty(i), WARPS);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -102,7 +110,6 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
   if (warp == WARPS) {
     // Producer warp: slice s goes to slot s % stages once the consumers have released
     // the slice that held it before. Lane 0 issues the copies.
-    const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
     auto cols_of = [&](int s) { return min(kslice, k1 - (k0 + s * kslice)); };
     auto boxes_of = [&](int s) { return (cols_of(s) + box - 1) / box; };
     auto slot_of = [&](int s) { return ring + size_t(s % stages) * slot; };
@@ -120,48 +127,30 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
       for (int b = 0; b < boxes_of(s); ++b)
         tensor_copy_2d(dst + uint32_t(b) * x_box_bytes, &a.x_map, k0 + s * kslice + b * box, 0, full(s % stages));
     };
-    // A's rows not 16-byte aligned: the warp copies them element by element (each lane
-    // then arrives on the slot's barrier, in arm).
-    auto store_x = [&](int s) {
-      const int col = k0 + s * kslice, cols = cols_of(s);
-      unsigned char* dst = slot_of(s) + x_region;
-      for (int i = 0; i < a.M; ++i)
-        for (int j = lane; j < cols; j += 32) {
-          const int b = j / box;  // box is a power of two
-          *reinterpret_cast<uint16_t*>(dst + uint32_t(b) * x_box_bytes + uint32_t(i) * box_row +
-                                       uint32_t(j - b * box) * 2) = xbase[int64_t(i) * a.ldx + col + j];
-        }
-    };
-    auto arm = [&](int s, bool with_x) {
+    // A's rows not 16-byte aligned (no TMA map): the consumers read A from global memory.
+    auto arm = [&](int s) {
       if (lane == 0)
         mbarrier_arrive_expect_tx(full(s % stages),
-                                  uint32_t(boxes_of(s)) * (w_box_bytes + (with_x ? x_box_bytes : 0u)));
-      else if (!a.x_vec)
-        mbarrier_arrive(full(s % stages));
+                                  uint32_t(boxes_of(s)) * (w_box_bytes + (a.x_vec ? x_box_bytes : 0u)));
       __syncwarp();
     };
     const int first = min(stages, slices);
-    if (a.x_vec) {
-      for (int s = 0; s < first; ++s) arm(s, true), issue_w(s);  // weights do not depend on the previous kernel
-      if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    for (int s = 0; s < first; ++s) arm(s), issue_w(s);  // weights do not depend on the previous kernel
+    if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (a.x_vec)
       for (int s = 0; s < first; ++s) issue_x(s);
-    } else {
-      if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-      for (int s = 0; s < first; ++s) store_x(s), arm(s, false), issue_w(s);
-    }
     for (int s = first; s < slices; ++s) {
       mbarrier_wait(empty(s % stages), uint32_t(s / stages - 1) & 1u);
-      if (a.x_vec) {
-        arm(s, true), issue_w(s), issue_x(s);
-      } else {
-        store_x(s), arm(s, false), issue_w(s);
-      }
+      arm(s), issue_w(s);
+      if (a.x_vec) issue_x(s);
     }
   }
 
   float acc[R][NT][4];
   zero(acc);
   if (warp < WARPS) {
+    const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
+    if (a.pdl && !a.x_vec) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // A straight from global memory
     for (int s = 0; s < slices; ++s) {
       const int sl = s % stages;
       mbarrier_wait(full(sl), uint32_t(s / stages) & 1u);
@@ -169,6 +158,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
       const unsigned char* base = ring + size_t(sl) * slot;
       // mma.sync needs the whole warp: the step test is warp-uniform; lanes past K
       // multiply zeros (TMA's fill for W, explicit for A).
+      const int slice_col = k0 + s * kslice;
 #pragma unroll 1
       for (int j = warp; j < steps; j += WARPS) {
         const int cc = 32 * j + 8 * c, b = (32 * j) / box;
@@ -180,7 +170,12 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int t = min(nt * 8 + g, a.M - 1);
-          xv[nt] = ok ? *reinterpret_cast<const uint4*>(xb + uint32_t(t) * box_row) : make_uint4(0, 0, 0, 0);
+          if (!ok)
+            xv[nt] = make_uint4(0, 0, 0, 0);
+          else if (a.x_vec)
+            xv[nt] = *reinterpret_cast<const uint4*>(xb + uint32_t(t) * box_row);
+          else
+            xv[nt] = load_x8(xbase + int64_t(t) * a.ldx + slice_col + cc);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
