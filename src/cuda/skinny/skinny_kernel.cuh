@@ -146,8 +146,13 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
     }
   }
 
-  float acc[R][NT][4];
+  // Two accumulator chains where a step has few MMAs: the low and high 8 columns of each
+  // 16-column MMA pair go to acc and acc_hi, so that a step's two MMAs do not wait on
+  // each other (with 16 tiles there are chains enough, and registers too few).
+  constexpr bool kTwoChains = R * NT <= 8;
+  float acc[R][NT][4], acc_hi[R][NT][4];
   zero(acc);
+  zero(acc_hi);
   if (warp < WARPS) {
     const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
     if (a.pdl && !a.x_vec) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // A straight from global memory
@@ -185,12 +190,20 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             mma_16816<T>(acc[r][nt], lo, xv[nt].x, xv[nt].y);
-            mma_16816<T>(acc[r][nt], hi, xv[nt].z, xv[nt].w);
+            mma_16816<T>(kTwoChains ? acc_hi[r][nt] : acc[r][nt], hi, xv[nt].z, xv[nt].w);
           }
         }
       }
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty(sl));
+    }
+    if constexpr (kTwoChains) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[r][nt][i] += acc_hi[r][nt][i];
     }
   }
   // Every slice has been consumed, so every copy has landed: the ring's memory now holds
