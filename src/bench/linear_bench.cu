@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "bench/inputs.h"
+#include "bench/moe_bench.h"
 #include "dispatch/cublas_gemm.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
@@ -270,6 +271,52 @@ std::vector<std::string> backend_names() {
           "fixture_wrong"};
 }
 
+namespace {
+
+// A MoE projection as its routed grouped GEMM at every M and bit width: one cublas_bf16
+// row (cuBLAS grouped bf16) per M and one kbit_linear row (kbit::expert_linear) per
+// (M, bits), as projection `<name>@routed` run once per block. Timing rows: the kernels'
+// results are checked by the GPU tests (GpuExpertLinear), not here.
+void add_routed_moe_rows(const LinearBenchOptions& o, const LinearCase& base, const Projection& p, const RunInfo& info,
+                         std::vector<Row>& rows) {
+  RoutedMoeBench bench(p, 1);
+  LinearCase c = base;
+  c.projection = p.name + kRoutedSuffix;
+  c.experts = 1;  // the row is the whole routed GEMM: per_block calls per block
+  for (int64_t m : o.ms) {
+    c.m = m;
+    bool baseline_done = false;
+    for (int bits : o.bits) {
+      Row row;
+      row.c = c, row.c.bits = bits, row.backend = "kbit_linear", row.is_kbit = true;
+      row.config = "kbit::expert_linear, routed (timing only)";
+      try {
+        const RoutedMoeTiming t = bench.time(m, bits, o.repeats);
+        row.num_buffers = int(t.routings);
+        if (!baseline_done) {
+          Row b;
+          b.c = c, b.c.bits = 0, b.backend = "cublas_bf16", b.config = "cublasGemmGroupedBatchedEx, routed (timing only)";
+          b.num_buffers = int(t.routings), b.t = t.cublas, b.valid = true;
+          b.bytes = t.touched * double(p.N) * double(p.K) * 2;
+          b.roofline_us = std::max(b.bytes / (info.read_tbps * 1e6), info.launch_floor_us);
+          rows.push_back(b);
+          baseline_done = true;
+        }
+        row.t = t.kbit, row.valid = true;
+        row.bytes = t.kbit_tbps * t.kbit.median_us * 1e6;
+        row.roofline_us = std::max(row.bytes / (info.read_tbps * 1e6), info.launch_floor_us);
+      } catch (const std::exception& e) {
+        row.error = e.what();
+      }
+      std::fprintf(stderr, "%-28s m=%-5lld k=%d %-20s %10.2f us %s\n", row.c.shape().c_str(), (long long)m, bits,
+                   row.backend.c_str(), row.error.empty() ? row.t.median_us : 0.0, row.error.c_str());
+      rows.push_back(std::move(row));
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
   std::vector<std::string> backend_list = o.backends;
   if (backend_list.empty()) backend_list = {"cublas_bf16", "cublas_fp16", "kbit_linear"};
@@ -299,6 +346,10 @@ std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
 
   std::vector<Row> rows;
   uint32_t seed = 1;
+  const auto has_backend = [&](const char* name) {
+    return std::any_of(backends.begin(), backends.end(), [&](auto& b) { return b->name() == name; });
+  };
+  const bool routed_moe = o.routed_moe && has_backend("cublas_bf16") && has_backend("kbit_linear");
   for (const auto& model : models)
     for (const auto& p : model.projections) {
       LinearCase base;
@@ -372,6 +423,7 @@ std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
           }
         }
       }
+      if (routed_moe && p.experts > 1) add_routed_moe_rows(o, base, p, info, rows);
     }
   return rows;
 }

@@ -17,6 +17,11 @@ struct LinearBenchOptions {
   std::vector<int> bits{2, 3, 4, 5};
   std::vector<std::string> backends;  // empty: every registered backend except test fixtures
   int repeats = 15;
+  // MoE projections also as their routed grouped GEMM (`<projection>@routed` rows: cuBLAS
+  // grouped bf16 as cublas_bf16, kbit::expert_linear as kbit_linear, over M tokens routed
+  // top-k by seeded routings), which then replace the per-expert rows in the TOTAL.
+  // Needs the cublas_bf16 and kbit_linear backends.
+  bool routed_moe = true;
   std::string json_path, svg_path, svg_shape = "glm47.q";
   int svg_bits = 4;
 };

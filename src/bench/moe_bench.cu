@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -193,6 +194,79 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
 
 }  // namespace
 
+struct RoutedMoeBench::Impl {
+  Projection p;
+  uint64_t seed = 1;
+  Buffer wd;  // bf16 experts (one set: E x N x K is far beyond 3x L2)
+  std::map<int, QuantizedMatrix> wq;  // their k-bit stacks, by bits
+};
+
+RoutedMoeBench::RoutedMoeBench(const Projection& p, uint64_t seed) : impl_(std::make_unique<Impl>()) {
+  KBIT_REQUIRE(p.experts > 1, "routed MoE bench: ", p.name, " is not a grouped projection");
+  impl_->p = p, impl_->seed = seed;
+  impl_->wd = stacked_bf16(p.experts, p.N, p.K, 77);
+}
+
+RoutedMoeBench::~RoutedMoeBench() = default;
+
+RoutedMoeTiming RoutedMoeBench::time(int64_t t, int bits, int repeats) {
+  const Projection& p = impl_->p;
+  const int64_t e = p.experts, n = p.N, k = p.K;
+  if (!impl_->wq.count(bits)) impl_->wq.emplace(bits, quantize_stack(impl_->wd, e, n, k, bits));
+  const QuantizedMatrix& wq = impl_->wq.at(bits);
+  const double packed_per_expert = double(wq.storage_bytes()) / double(e);
+  // Several routings, rotated across the calls of a graph, so that the experts one
+  // call touches are not still in L2 from the call before (with one routing, small
+  // touched sets stayed L2-resident: the seventh session's caveat). Enough routings
+  // that the kbit weights they touch together exceed 3x L2 (at most 64).
+  auto routing = [&](int i) {
+    std::mt19937 rng(uint32_t(impl_->seed + uint64_t(t) + 7919u * uint32_t(i)));
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> logits(size_t(t * e));
+    for (auto& v : logits) v = nd(rng);
+    return cpu::route(logits.data(), t, e, p.active, RoutingMode::topk_softmax);
+  };
+  auto touched_by = [&](const Routing& r) {
+    int touched = 0;
+    for (int64_t i = 0; i < e; ++i) touched += r.offsets[size_t(i) + 1] > r.offsets[size_t(i)];
+    return touched;
+  };
+  std::vector<Routing> routings{routing(0)};
+  const int n_routings = std::min(64, buffers_to_defeat_l2(size_t(packed_per_expert * touched_by(routings[0]))));
+  for (int i = 1; i < n_routings; ++i) routings.push_back(routing(i));
+  double touched_sum = 0.0;
+  for (const Routing& r : routings) touched_sum += touched_by(r);
+  RoutedMoeTiming out;
+  out.touched = touched_sum / double(routings.size());
+  out.routings = routings.size();
+  const int64_t pairs = t * p.active;
+  Buffer xd = upload(random_bf16(size_t(pairs * k), 78, 1.0f));
+  Buffer yd = Buffer::allocate(Memory::device, size_t(pairs * n) * 2);
+  std::vector<Buffer> od;
+  for (const Routing& r : routings) {
+    od.push_back(Buffer::allocate(Memory::device, r.offsets.size() * 4));
+    check_cuda(cudaMemcpy(od.back().data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice),
+               "moe bench: offsets");
+  }
+  LinearWorkspace ws({pairs, n, k, false});
+  GroupedBaseline base(n, k, static_cast<const uint16_t*>(impl_->wd.data()), static_cast<const uint16_t*>(xd.data()),
+                       static_cast<uint16_t*>(yd.data()));
+  for (const Routing& r : routings) base.add_routing(r.offsets);
+  const size_t nr = routings.size();
+  TimingOptions to;
+  to.calls_per_graph = int(std::max<size_t>(nr, 4)), to.replays = 5, to.repeats = repeats;
+  out.cublas = time_graph([&](cudaStream_t s, int call) { base.run(s, size_t(call) % nr); }, to);
+  out.kbit = time_graph(
+      [&](cudaStream_t s, int call) {
+        expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, e,
+                      static_cast<const int32_t*>(od[size_t(call) % nr].data()),
+                      MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, s);
+      },
+      to);
+  out.kbit_tbps = packed_per_expert * out.touched / (out.kbit.median_us * 1e6);
+  return out;
+}
+
 void run_moe_bench(const MoeBenchOptions& o) {
   KBIT_REQUIRE(cuda::device_available(), "kbit bench moe needs a CUDA GPU: ", cuda::device_description());
   const ModelShapes& shapes = model_shapes(o.model);
@@ -203,70 +277,18 @@ void run_moe_bench(const MoeBenchOptions& o) {
               "kbit us", "speedup", "kbit TB/s", "routings");
   for (const auto& p : shapes.projections) {
     if (p.experts <= 1) continue;
-    const int64_t e = p.experts, n = p.N, k = p.K;
-    // bf16 experts (one set: E x N x K is far beyond 3x L2) for the baseline, and their k-bit stack
-    const Buffer wd = stacked_bf16(e, n, k, 77);
-    for (int bits : o.bits) {
-      const QuantizedMatrix wq = quantize_stack(wd, e, n, k, bits);
-      const double packed_per_expert = double(wq.storage_bytes()) / double(e);
+    RoutedMoeBench bench(p, o.seed);
+    for (int bits : o.bits)
       for (int64_t t : o.tokens) {
-        // Several routings, rotated across the calls of a graph, so that the experts one
-        // call touches are not still in L2 from the call before (with one routing, small
-        // touched sets stayed L2-resident: the seventh session's caveat). Enough routings
-        // that the kbit weights they touch together exceed 3x L2 (at most 64).
-        auto routing = [&](int i) {
-          std::mt19937 rng(uint32_t(o.seed + uint64_t(t) + 7919u * uint32_t(i)));
-          std::normal_distribution<float> nd(0.f, 1.f);
-          std::vector<float> logits(size_t(t * e));
-          for (auto& v : logits) v = nd(rng);
-          return cpu::route(logits.data(), t, e, p.active, RoutingMode::topk_softmax);
-        };
-        auto touched_by = [&](const Routing& r) {
-          int touched = 0;
-          for (int64_t i = 0; i < e; ++i) touched += r.offsets[size_t(i) + 1] > r.offsets[size_t(i)];
-          return touched;
-        };
-        std::vector<Routing> routings{routing(0)};
-        const int n_routings =
-            std::min(64, buffers_to_defeat_l2(size_t(packed_per_expert * touched_by(routings[0]))));
-        for (int i = 1; i < n_routings; ++i) routings.push_back(routing(i));
-        double touched_sum = 0.0;
-        for (const Routing& r : routings) touched_sum += touched_by(r);
-        const double touched = touched_sum / double(routings.size());  // mean experts touched per call
-        const int64_t pairs = t * p.active;
-        Buffer xd = upload(random_bf16(size_t(pairs * k), 78, 1.0f));
-        Buffer yd = Buffer::allocate(Memory::device, size_t(pairs * n) * 2);
-        std::vector<Buffer> od;
-        for (const Routing& r : routings) {
-          od.push_back(Buffer::allocate(Memory::device, r.offsets.size() * 4));
-          check_cuda(cudaMemcpy(od.back().data(), r.offsets.data(), r.offsets.size() * 4, cudaMemcpyHostToDevice),
-                     "moe bench: offsets");
-        }
-        LinearWorkspace ws({pairs, n, k, false});
-        GroupedBaseline base(n, k, static_cast<const uint16_t*>(wd.data()), static_cast<const uint16_t*>(xd.data()),
-                             static_cast<uint16_t*>(yd.data()));
-        for (const Routing& r : routings) base.add_routing(r.offsets);
-        const size_t nr = routings.size();
-        TimingOptions to;
-        to.calls_per_graph = int(std::max<size_t>(nr, 4)), to.replays = 5, to.repeats = o.repeats;
-        const Timing tb = time_graph([&](cudaStream_t s, int call) { base.run(s, size_t(call) % nr); }, to);
-        const Timing tk = time_graph(
-            [&](cudaStream_t s, int call) {
-              expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, e,
-                            static_cast<const int32_t*>(od[size_t(call) % nr].data()),
-                            MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, s);
-            },
-            to);
-        const double tbps = packed_per_expert * touched / (tk.median_us * 1e6);
+        const RoutedMoeTiming r = bench.time(t, bits, o.repeats);
+        const double tb = r.cublas.median_us, tk = r.kbit.median_us;
         std::printf("%-12s %5lld %2d %7lld %8.1f %12.2f %12.2f %7.2fx %9.2f %9zu\n", p.name.c_str(), (long long)t, bits,
-                    (long long)e, touched, tb.median_us, tk.median_us, tb.median_us / tk.median_us, tbps, nr);
+                    (long long)p.experts, r.touched, tb, tk, tb / tk, r.kbit_tbps, r.routings);
         rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
-                        {"experts", e}, {"touched", touched}, {"routings", nr}, {"n", n}, {"k", k},
-                        {"cublas_grouped_us", tb.median_us},
-                        {"kbit_expert_linear_us", tk.median_us}, {"speedup", tb.median_us / tk.median_us},
-                        {"kbit_effective_TBps", tbps}, {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
+                        {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
+                        {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
+                        {"kbit_effective_TBps", r.kbit_tbps}, {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
       }
-    }
   }
   run_moe_forward_rows(o, shapes, dev, rows);
   if (!o.json_path.empty()) {

@@ -10,8 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "bench/timing.h"
+#include "kbit/shapes.h"
 
 namespace kbit::bench {
 
@@ -25,5 +29,29 @@ struct MoeBenchOptions {
 };
 
 void run_moe_bench(const MoeBenchOptions& o);
+
+// One MoE projection's routed grouped GEMM, both backends on the same seeded routings
+// (rotated across the calls of a graph): a row of `kbit bench moe`, and the MoE rows of
+// `kbit bench`'s routed TOTAL. Holds the bf16 expert stack and its k-bit stacks.
+struct RoutedMoeTiming {
+  Timing cublas, kbit;    // cublas_grouped (bf16) and kbit::expert_linear
+  double touched = 0;     // mean experts touched per call
+  size_t routings = 0;    // routings the calls rotate over
+  double kbit_tbps = 0;   // packed bytes of the experts touched / kbit median
+};
+
+class RoutedMoeBench {
+ public:
+  RoutedMoeBench(const Projection& p, uint64_t seed);
+  ~RoutedMoeBench();
+  RoutedMoeBench(const RoutedMoeBench&) = delete;
+  RoutedMoeBench& operator=(const RoutedMoeBench&) = delete;
+  // `tokens` decode/prefill tokens routed top-p.active of p.experts.
+  RoutedMoeTiming time(int64_t tokens, int bits, int repeats);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace kbit::bench

@@ -9,6 +9,9 @@
 
 namespace kbit::bench {
 
+// Suffix of the rows that time a MoE projection as its routed grouped GEMM.
+inline constexpr const char* kRoutedSuffix = "@routed";
+
 struct LinearCase {
   std::string model, projection;
   int64_t m = 1, n = 0, k = 0;

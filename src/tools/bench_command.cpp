@@ -145,6 +145,8 @@ void add_bench_command(CLI::App& app) {
   bench->add_option("--backend", o->backends, "backends (default: cublas_bf16, cublas_fp16, kbit_linear): also kbit_gemv, kbit_fused_mma, kbit_skinny, "
                                               "kbit_dequant_cublas, fixture_wrong")->delimiter(',');
   bench->add_option("--repeats", o->repeats, "timed samples per row")->capture_default_str();
+  bench->add_flag("!--no-routed-moe", o->routed_moe,
+                  "skip the routed grouped GEMM rows of MoE projections (the TOTAL then approximates them)");
   bench->add_option("--json", o->json_path, "one JSON object per row");
   bench->add_option("--svg", o->svg_path, "plot of time against M for --plot-shape");
   bench->add_option("--plot-shape", o->svg_shape, "model.projection to plot")->capture_default_str();

@@ -35,5 +35,36 @@ TEST(GpuBench, WrongBackendIsFlaggedInvalidAndRealOnesAreValid) {
   }
 }
 
+TEST(GpuBench, MoeProjectionsAlsoRunAsTheirRoutedGroupedGemm) {
+  KBIT_SKIP_WITHOUT_GPU();
+  LinearBenchOptions o;
+  ModelShapes toy;
+  toy.key = "toy";
+  toy.projections = {{"moe", 256, 128, 1, 8, 2, false}};  // K, N, per_block, experts, active
+  o.custom_models = {toy};
+  o.ms = {1, 4};
+  o.bits = {2, 4};
+  o.repeats = 3;
+  o.backends = {"cublas_bf16", "kbit_linear"};
+  RunInfo info;
+  const std::vector<Row> rows = run_linear_bench(o, info);
+  // per M: the per-expert rows (cuBLAS, kbit x 2 bits), then the routed rows (cuBLAS once, kbit x 2 bits)
+  ASSERT_EQ(rows.size(), 2u * (3 + 3));
+  int routed = 0;
+  for (const Row& r : rows) {
+    ASSERT_TRUE(r.error.empty()) << r.backend << " " << r.c.shape() << ": " << r.error;
+    EXPECT_GT(r.t.median_us, 0.0);
+    EXPECT_TRUE(r.valid);
+    if (r.c.projection == std::string("moe") + kRoutedSuffix) {
+      ++routed;
+      EXPECT_EQ(r.c.calls_per_block(), 1);
+      EXPECT_GT(r.bytes, 0.0);
+    }
+  }
+  EXPECT_EQ(routed, 2 * 3);
+  o.routed_moe = false;
+  EXPECT_EQ(run_linear_bench(o, info).size(), 2u * 3);
+}
+
 }  // namespace
 }  // namespace kbit::bench

@@ -44,6 +44,25 @@ TEST(BenchReport, TablesTotalsAndSpeedups) {
   EXPECT_EQ(total_line.substr(0, total_line.find('\n')).find('x'), std::string::npos) << total_line;
 }
 
+TEST(BenchReport, RoutedMoeRowsReplaceThePerExpertApproximationInTheTotal) {
+  std::vector<Row> rows = {
+      make("q", 1, "cublas_bf16", 0, 10.0), make("q", 1, "kbit_x", 4, 4.0),
+      make("moe", 1, "cublas_bf16", 0, 5.0, true, 8, 2), make("moe", 1, "kbit_x", 4, 2.0, true, 8, 2),
+      make(std::string("moe") + kRoutedSuffix, 1, "cublas_bf16", 0, 7.0),
+      make(std::string("moe") + kRoutedSuffix, 1, "kbit_x", 4, 3.0),
+  };
+  RunInfo info;
+  const std::string t = format_tables(rows, info);
+  const auto total_line = t.substr(t.find("TOTAL toy block"));
+  const std::string total = total_line.substr(0, total_line.find('\n'));
+  // cuBLAS: q 10 + routed moe 7 = 17 (not 10 + 5 x 2 active = 20); best kbit: 4 + 3 = 7
+  EXPECT_NE(total.find("17.00"), std::string::npos) << t;
+  EXPECT_NE(total.find("7.00"), std::string::npos) << t;
+  EXPECT_NE(total.find("2.43x"), std::string::npos) << t;  // 17 / 7
+  const auto moe_line = t.substr(t.find("toy.moe "));
+  EXPECT_NE(moe_line.substr(0, moe_line.find('\n')).find(" ~"), std::string::npos) << t;  // left out, marked
+}
+
 TEST(BenchReport, JsonRowHasTheDocumentedFields) {
   Row r = make("q", 16, "kbit_x", 3, 8.0);
   RunInfo info;
