@@ -73,6 +73,37 @@ __global__ void __launch_bounds__(256) read_rowpieces(const uint4* __restrict__ 
   if (acc == 0x12345678) out[0] = acc;
 }
 
+// The register-loading skinny kernel's (v2, b8e9663) load pattern: CTA of 8 warps owns 32
+// rows; lane (g, c) loads 16 bytes of rows g, g + 8 of each 16-row stripe at column 32 s +
+// 8 c; U consecutive steps per batch, warps interleave batches: each load instruction
+// touches 8 rows x 64 bytes (two sectors of 8 lines) instead of 512 contiguous bytes.
+template <int U>
+__global__ void __launch_bounds__(256) read_v2_pattern(const uint16_t* __restrict__ w, unsigned* out) {
+  constexpr int K = 3584, steps = K / 32, batches = steps / U;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
+  const uint16_t* rows[2][2];
+  for (int r = 0; r < 2; ++r)
+    for (int h = 0; h < 2; ++h) rows[r][h] = w + size_t(blockIdx.x * 32 + 16 * r + g + 8 * h) * K + 8 * c;
+  unsigned acc = 0;
+  for (int b = warp; b < batches; b += 8) {
+    uint4 v[2][2][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[r][h][u].x), "=r"(v[r][h][u].y), "=r"(v[r][h][u].z), "=r"(v[r][h][u].w) : "l"(rows[r][h] + (b * U + u) * 32));
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) acc ^= v[r][h][u].x ^ v[r][h][u].y ^ v[r][h][u].z ^ v[r][h][u].w;
+  }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
 int main() {
   const size_t bytes = size_t(7168) * 3584 * 2, n = bytes / 16;
   const int bufs = 6, calls = 24;
@@ -114,6 +145,8 @@ int main() {
   bench("rowpieces 2 KB", [&](uint4* p) { read_rowpieces<2048><<<448, 256, 0, s>>>(p, out); });
   bench("rowpieces 4 KB", [&](uint4* p) { read_rowpieces<4096><<<448, 256, 0, s>>>(p, out); });
   bench("rowpieces 8 KB (whole rows)", [&](uint4* p) { read_rowpieces<8192><<<448, 256, 0, s>>>(p, out); });
+  bench("v2 pattern U=2 (224 CTAs x 8 warps)", [&](uint4* p) { read_v2_pattern<2><<<224, 256, 0, s>>>(reinterpret_cast<const uint16_t*>(p), out); });
+  bench("v2 pattern U=4", [&](uint4* p) { read_v2_pattern<4><<<224, 256, 0, s>>>(reinterpret_cast<const uint16_t*>(p), out); });
   bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
   return 0;
 }
