@@ -6,6 +6,7 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a bench/calibration/read_floor.cu -o read_floor && ./read_floor
 // H200 results: bench/results/h200-read-floor-51MB.txt.
 #include <cuda_runtime.h>
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 #include <algorithm>
