@@ -105,6 +105,35 @@ __global__ void __launch_bounds__(256) read_v2_pattern(const uint16_t* __restric
   if (acc == 0x12345678) out[0] = acc;
 }
 
+// Generalised tile pattern: CTA owns 16 S rows; batch b is bytes [b E, (b + 1) E) of all its
+// rows; warps take batches w, w + warps, ...; each load instruction covers RW rows x 512 / RW
+// bytes. HINT: 0 plain ld.global, 1 .nc.L1::no_allocate, 2 .cs (evict-first at L2 too).
+// (RW = 8, E = 128, S = 2, HINT 2) is the v2 pattern above.
+template <int HINT>
+__device__ __forceinline__ uint4 load16(const void* q) {
+  uint4 v;
+  if constexpr (HINT == 0) asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
+  else if constexpr (HINT == 1) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
+  else asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(q));
+  return v;
+}
+template <int RW, int E, int S, int HINT>
+__global__ void __launch_bounds__(256) read_tiles(const char* __restrict__ w, unsigned* out) {
+  constexpr int row_bytes = 7168, P = 512 / RW, per_row = E / P, loads = 16 * S / RW * per_row;
+  static_assert(E % P == 0, "a batch holds whole pieces");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const char* base = w + size_t(blockIdx.x) * 16 * S * row_bytes + size_t(lane / (32 / RW)) * row_bytes + (lane % (32 / RW)) * 16;
+  unsigned acc = 0;
+  for (int b = warp; b < row_bytes / E; b += warps) {
+    uint4 v[loads];
+#pragma unroll
+    for (int j = 0; j < loads; ++j) v[j] = load16<HINT>(base + size_t(j / per_row) * RW * row_bytes + b * E + (j % per_row) * P);
+#pragma unroll
+    for (int j = 0; j < loads; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
 int main() {
   const size_t bytes = size_t(7168) * 3584 * 2, n = bytes / 16;
   const int bufs = 6, calls = 24;
@@ -148,6 +177,28 @@ int main() {
   bench("rowpieces 8 KB (whole rows)", [&](uint4* p) { read_rowpieces<8192><<<448, 256, 0, s>>>(p, out); });
   bench("v2 pattern U=2 (224 CTAs x 8 warps)", [&](uint4* p) { read_v2_pattern<2><<<224, 256, 0, s>>>(reinterpret_cast<const uint16_t*>(p), out); });
   bench("v2 pattern U=4", [&](uint4* p) { read_v2_pattern<4><<<224, 256, 0, s>>>(reinterpret_cast<const uint16_t*>(p), out); });
+  const char* hint_names[3] = {"plain", "nc", "cs"};
+  auto tiles = [&](auto rw, auto e, auto st, auto hint, int warps) {
+    constexpr int RW = decltype(rw)::value, E = decltype(e)::value, S = decltype(st)::value, H = decltype(hint)::value;
+    snprintf(name, 64, "tiles %dx%dB E=%d S=%d %s %dw", RW, 512 / RW, E, S, hint_names[H], warps);
+    bench(name, [&](uint4* p) { read_tiles<RW, E, S, H><<<448 / S, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), out); });
+  };
+  using std::integral_constant;
+  #define IC(v) integral_constant<int, v>{}
+  tiles(IC(8), IC(128), IC(2), IC(2), 8);  // v2
+  tiles(IC(8), IC(128), IC(2), IC(1), 8);
+  tiles(IC(8), IC(128), IC(2), IC(0), 8);
+  tiles(IC(8), IC(128), IC(1), IC(1), 8);
+  tiles(IC(8), IC(128), IC(1), IC(2), 8);
+  tiles(IC(4), IC(256), IC(1), IC(1), 7);
+  tiles(IC(4), IC(256), IC(1), IC(2), 7);
+  tiles(IC(2), IC(256), IC(1), IC(1), 7);
+  tiles(IC(2), IC(256), IC(1), IC(2), 7);
+  tiles(IC(1), IC(512), IC(1), IC(1), 7);
+  tiles(IC(1), IC(512), IC(1), IC(2), 7);
+  tiles(IC(8), IC(256), IC(1), IC(1), 7);
+  tiles(IC(8), IC(512), IC(1), IC(1), 7);
+  tiles(IC(4), IC(512), IC(1), IC(1), 7);
   bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
   return 0;
 }
