@@ -46,8 +46,9 @@ __global__ void __launch_bounds__(256) read_floor_kernel(const uint4* __restrict
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; practically never taken
 }
 
-// The swept kernel shapes for M: consumer warps x stripes x ring (stages, kslice) x
-// cluster splits, skipping rings that do not fit in shared memory at this M.
+// The swept kernel shapes for M: the ring's consumer warps x stripes x ring (stages,
+// kslice) x cluster splits, skipping rings that do not fit in shared memory at this M;
+// then (M <= 16) the streaming kernel's loaders x warps x batches in flight x splits.
 std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   std::vector<detail::LinearConfig> out;
   const int nt = plan_skinny(m, 1, 8).n_tiles;
@@ -58,8 +59,18 @@ std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
         for (int s : {1, 2, 4}) {
           detail::LinearConfig c;
           c.bits = 16, c.n_tiles = nt, c.warps = w, c.stripes = r, c.stages = p, c.kslice = ks, c.splits = s;
-          const cuda::detail::SkinnyShape shape{nt, w, r, p, ks, s};
+          const cuda::detail::SkinnyShape shape{nt, w, r, p, ks, s, SkinnyLoader::tma};
           if (cuda::detail::skinny_shared_bytes(shape, int(m)) > cuda::detail::kMaxSkinnySharedBytes) continue;
+          out.push_back(c);
+        }
+  if (nt > 2) return out;  // the streaming kernel stops at M = 16
+  for (SkinnyLoader l : {SkinnyLoader::registers, SkinnyLoader::staged})
+    for (int w : {4, 8})
+      for (int p : {2, 3})
+        for (int s : {1, 2, 4}) {
+          detail::LinearConfig c;
+          c.bits = 16, c.n_tiles = nt, c.loader = l, c.warps = w, c.stripes = 1, c.stages = p, c.kslice = 64;
+          c.splits = s;
           out.push_back(c);
         }
   return out;
@@ -67,6 +78,7 @@ std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
 
 SkinnyOptions options_of(const detail::LinearConfig& c) {
   SkinnyOptions o;
+  o.loader = c.loader;
   o.warps = c.warps, o.stripes = c.stripes, o.stages = c.stages, o.kslice = c.kslice, o.splits = c.splits;
   return o;
 }
@@ -82,6 +94,10 @@ detail::LinearConfig parse_skinny_config(const std::string& text) {
     const auto eq = part.find('=');
     KBIT_REQUIRE(eq != std::string::npos, "skinny config '", text, "': expected key=value pairs, got '", part, "'");
     const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "l") {
+      c.loader = parse_skinny_loader(value);
+      continue;
+    }
     int v = 0;
     try {
       v = std::stoi(value);
@@ -93,14 +109,16 @@ detail::LinearConfig parse_skinny_config(const std::string& text) {
     else if (key == "p") c.stages = v;
     else if (key == "c") c.kslice = v;
     else if (key == "s") c.splits = v;
-    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (w, r, p, c, s)");
+    else throw Error("skinny config '" + text + "': unknown key '" + key + "' (l, w, r, p, c, s)");
   }
   return c;
 }
 
 std::string skinny_config_name(const detail::LinearConfig& c) {
-  return "w=" + std::to_string(c.warps) + ",r=" + std::to_string(c.stripes) + ",p=" + std::to_string(c.stages) +
-         ",c=" + std::to_string(c.kslice) + ",s=" + std::to_string(c.splits);
+  SkinnyPlan p;
+  p.loader = c.loader, p.warps = c.warps, p.stripes = c.stripes, p.stages = c.stages, p.kslice = c.kslice;
+  p.splits = c.splits;
+  return p.describe();
 }
 
 std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
@@ -214,17 +232,20 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
     }
     std::vector<detail::LinearConfig> configs;
     if (o.mode == "sweep") {
-      const auto all = sweep_candidates(m);
+      const SkinnyLoader only = parse_skinny_loader(o.loader);
+      std::vector<detail::LinearConfig> all;
+      for (const auto& c : sweep_candidates(m))
+        if (only == SkinnyLoader::automatic || c.loader == only) all.push_back(c);
       for (size_t i = 0; i < all.size(); ++i)
         if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);
     } else {
       SkinnyOptions fixed;  // baseline: one fixed shape, no cluster split
-      if (o.mode == "baseline") fixed.warps = 4, fixed.stripes = 2, fixed.stages = 4, fixed.kslice = 256, fixed.splits = 1;
+      if (o.mode == "baseline") fixed.loader = SkinnyLoader::tma, fixed.warps = 4, fixed.stripes = 2, fixed.stages = 4, fixed.kslice = 256, fixed.splits = 1;
       if (o.mode == "selected" && !o.config.empty()) fixed = options_of(parse_skinny_config(o.config));
       const SkinnyPlan p = plan_skinny(m, n, k, fixed);
       detail::LinearConfig c;
-      c.bits = 16, c.n_tiles = p.n_tiles, c.warps = p.warps, c.stripes = p.stripes, c.stages = p.stages;
-      c.kslice = p.kslice;
+      c.bits = 16, c.n_tiles = p.n_tiles, c.loader = p.loader, c.warps = p.warps, c.stripes = p.stripes;
+      c.stages = p.stages, c.kslice = p.kslice;
       c.splits = p.splits;
       configs.push_back(c);
     }
@@ -237,8 +258,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
         c.splits = p.splits;
         row.config = skinny_config_name(c);
-        const auto info = cuda::detail::skinny_kernel_info(
-            {p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits}, DType::bf16, int(m));
+        const auto info = cuda::detail::skinny_kernel_info(cuda::detail::skinny_shape_of(p), DType::bf16, int(m));
         row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
         time_it(row, [&](cudaStream_t s, int call) {
           SkinnyOptions lo = so;

@@ -18,7 +18,8 @@ struct SkinnyBenchOptions {
   std::vector<int64_t> ms{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   bool residual = true;
   std::string mode = "selected";  // baseline, sweep, selected
-  std::string config;             // selected: "w=8,r=1,u=4,s=2" instead of the table
+  std::string config;             // selected: "w=4,r=2,p=3,c=256,s=1" instead of the table
+  std::string loader = "auto";    // sweep: only this loader's candidates (tma, reg, smem; auto: all)
   double cache_multiplier = 3.0;
   int max_buffers = 256;
   int repeats = 15;

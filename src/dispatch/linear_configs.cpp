@@ -30,6 +30,8 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       KBIT_REQUIRE(items == "cta" || items == "warp", "linear config table: items must be cta or warp, got ", items);
       c.items = items == "cta" ? LinearItems::cta : LinearItems::warp;
       c.stripes = e.value("stripes", 1), c.stages = e.value("stages", 0), c.kslice = e.value("kslice", 0);
+      c.loader = parse_skinny_loader(e.value("loader", std::string("tma")));
+      KBIT_REQUIRE(c.loader != SkinnyLoader::automatic, "linear config table: loader must be tma, reg or smem");
       KBIT_REQUIRE(c.bits != 16 || (c.stages > 0 && c.kslice > 0),
                    "linear config table: a bits-16 (skinny) entry needs stages and kslice");
       out.push_back(c);
@@ -50,6 +52,7 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
                         {"splits", c.splits}, {"items", c.items == LinearItems::warp ? "warp" : "cta"},
                         {"us", std::round(c.us * 100) / 100}};
     if (c.bits == 16) e["stripes"] = c.stripes, e["stages"] = c.stages, e["kslice"] = c.kslice, e.erase("items");
+    if (c.bits == 16 && c.loader != SkinnyLoader::tma) e["loader"] = skinny_loader_name(c.loader);
     s += "    " + e.dump() + (i + 1 < entries.size() ? ",\n" : "\n");
   }
   return s + "  ]\n}\n";

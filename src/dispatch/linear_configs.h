@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kbit/linear.h"
+#include "kbit/skinny.h"
 
 namespace kbit::detail {
 
@@ -24,8 +25,9 @@ struct LinearConfig {
   int n_tiles = 1, warps = 4, splits = 1;
   double us = 0;  // measured median
   LinearItems items = LinearItems::cta;
-  // bits 16 (kbit::skinny_gemm's kernel): 16-row stripes per CTA, shared-memory ring
-  // slots and columns per slot; warps are then consumer warps, splits the cluster size.
+  // bits 16 (kbit::skinny_gemm's kernels): the loader (kernel), 16-row stripes per CTA,
+  // ring slots or batches in flight, columns per slot or batch; splits = the cluster size.
+  SkinnyLoader loader = SkinnyLoader::tma;
   int stripes = 1, stages = 0, kslice = 0;
 };
 

@@ -18,14 +18,30 @@ constexpr int kDense = 16;  // the table's bit width for dense 16-bit weights
 
 int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
 
-cuda::detail::SkinnyShape shape_of(const SkinnyPlan& p) {
-  return {p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits};
-}
+cuda::detail::SkinnyShape shape_of(const SkinnyPlan& p) { return cuda::detail::skinny_shape_of(p); }
 
 }  // namespace
 
+const char* skinny_loader_name(SkinnyLoader l) {
+  switch (l) {
+    case SkinnyLoader::automatic: return "auto";
+    case SkinnyLoader::tma: return "tma";
+    case SkinnyLoader::registers: return "reg";
+    case SkinnyLoader::staged: return "smem";
+  }
+  return "?";
+}
+
+SkinnyLoader parse_skinny_loader(const std::string& name) {
+  for (SkinnyLoader l : {SkinnyLoader::automatic, SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged})
+    if (name == skinny_loader_name(l)) return l;
+  throw Error("skinny loader '" + name + "': expected auto, tma, reg or smem");
+}
+
 std::string SkinnyPlan::describe() const {
-  return "w=" + std::to_string(warps) + ",r=" + std::to_string(stripes) + ",p=" + std::to_string(stages) +
+  // The ring kernel's names stay as they were before the streaming kernel existed.
+  return (loader == SkinnyLoader::tma ? std::string() : "l=" + std::string(skinny_loader_name(loader)) + ",") +
+         "w=" + std::to_string(warps) + ",r=" + std::to_string(stripes) + ",p=" + std::to_string(stages) +
          ",c=" + std::to_string(kslice) + ",s=" + std::to_string(splits);
 }
 
@@ -34,30 +50,37 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   KBIT_REQUIRE(m <= kMaxSkinnyM, "skinny_gemm: M = ", m, " is outside 1..", kMaxSkinnyM, " (use cuBLAS for larger M)");
   SkinnyPlan p;
   p.n_tiles = tiles_for(m);
-  const bool forced = o.warps || o.stripes || o.stages || o.kslice || o.splits;
+  const bool forced =
+      o.loader != SkinnyLoader::automatic || o.warps || o.stripes || o.stages || o.kslice || o.splits;
   const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
   if (c && c->n_tiles != p.n_tiles) c = nullptr;  // an entry tuned for another token-tile count
   p.source = forced ? "forced" : c ? "table" : "heuristic";
   // Planning without a GPU (host tests) assumes the H200's 132 SMs.
   const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;
-  // Untuned default (the H200 sweep over N = 7168, K = 3584, commit 22abcfa: the best
-  // shapes at M = 1, 8, 16 are all 3 slots of 256 columns): 4 consumer warps, 32 rows per
-  // CTA where that still gives every SM a CTA, else 16.
+  p.loader = o.loader != SkinnyLoader::automatic ? o.loader : c ? c->loader : SkinnyLoader::tma;
+  const bool ring = p.loader == SkinnyLoader::tma;
+  // Untuned default of the ring (the H200 sweep over N = 7168, K = 3584, commit 22abcfa: the
+  // best shapes at M = 1, 8, 16 are all 3 slots of 256 columns): 4 consumer warps, 32 rows
+  // per CTA where that still gives every SM a CTA, else 16. Of the streaming kernel: 4
+  // warps, 16 rows, two 64-column batches in flight.
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
-  p.stripes = o.stripes ? o.stripes : c ? c->stripes : ((n + 31) / 32 >= sms ? 2 : 1);
-  p.stages = o.stages ? o.stages : c ? c->stages : 3;
-  p.kslice = o.kslice ? o.kslice : c ? c->kslice : 256;
-  const int64_t k_steps = (k + 31) / 32;
+  p.stripes = o.stripes ? o.stripes : c ? c->stripes : ring && (n + 31) / 32 >= sms ? 2 : 1;
+  p.stages = o.stages ? o.stages : c ? c->stages : ring ? 3 : 2;
+  p.kslice = o.kslice ? o.kslice : c ? c->kslice : ring ? 256 : 64;
+  // The unit that a split must not leave empty: a 32-column step (ring) or a 64-column
+  // batch (streaming kernel).
+  const int64_t unit = ring ? 32 : 64, k_steps = (k + unit - 1) / unit;
   if (o.splits || c) {
     p.splits = o.splits ? o.splits : c->splits;
     cuda::detail::check_skinny_shape(shape_of(p));  // a bad request is an error before it is trimmed
   } else {
     // Split K over a cluster until the grid covers every SM, keeping at least two ring
-    // slots of columns per split.
+    // slots of columns per split (two batches per warp in the streaming kernel).
     const int64_t groups = (n + 16 * p.stripes - 1) / (16 * p.stripes);
-    while (p.splits < 8 && groups * p.splits < sms && k >= int64_t(2) * p.kslice * 2 * p.splits) p.splits *= 2;
+    auto room = [&] { return ring ? k >= int64_t(2) * p.kslice * 2 * p.splits : k >= int64_t(2) * 64 * p.warps * 2 * p.splits; };
+    while (p.splits < 8 && groups * p.splits < sms && room()) p.splits *= 2;
   }
-  // Never an empty split: each CTA of a cluster needs at least one 32-column step.
+  // Never an empty split: each CTA of a cluster needs at least one step (batch).
   while (p.splits > 1 && p.splits > k_steps) p.splits /= 2;
   cuda::detail::check_skinny_shape(shape_of(p));
   return p;

@@ -1,7 +1,8 @@
 // kbit::skinny_gemm (and kbit::linear on dense weights) against an fp64 CPU reference: every M in 1..16, with and
 // without residual, bf16 and fp16, N in {8, 100, 7168}, K in {8, 3584, 3592},
-// random inputs, poisoned outputs, the planned shape and a cluster split; every
-// kernel shape bit-identical run to run; PDL chains; bad input.
+// random inputs, poisoned outputs, the planned shape and a cluster split, each loader
+// (the TMA ring and the streaming kernel's two); every kernel shape bit-identical run to
+// run; PDL chains; bad input.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -60,13 +61,16 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
         Buffer cd = Buffer::allocate(Memory::device, size_t(16 * n) * 2);
         const auto ref_plain = reference(a, w, nullptr, 16), ref_res = reference(a, w, &r, 16);
         for (int64_t m = 1; m <= 16; ++m)
+          for (SkinnyLoader loader : {SkinnyLoader::automatic, SkinnyLoader::registers, SkinnyLoader::staged})
           for (bool residual : {false, true})
             for (bool split : {false, true}) {
               const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " " +
                                        std::string(dtype_name(dt)) + " M=" + std::to_string(m) +
-                                       (residual ? " residual" : "") + (split ? " split" : "");
+                                       (residual ? " residual" : "") + (split ? " split" : "") + " loader " +
+                                       skinny_loader_name(loader);
               ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
               SkinnyOptions o;
+              o.loader = loader;
               if (residual) o.residual = TensorView{rd.data(), dt, m, n};
               const TensorView av{ad.data(), dt, m, k}, wv{wd.data(), dt, n, k};
               const MutableTensorView cv{cd.data(), dt, m, n};
@@ -120,6 +124,27 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
             EXPECT_EQ(download16(cv.data, size_t(mm * n)), first) << what;
           }
   }
+  // The streaming kernel: every instantiated shape at M = 16 (it stops there; M = 24 is
+  // a clear error), with and without a cluster split.
+  for (SkinnyLoader loader : {SkinnyLoader::registers, SkinnyLoader::staged})
+    for (int warps : {4, 8})
+      for (int stages : {2, 3})
+        for (int splits : {1, 2, 8}) {
+          SkinnyOptions o;
+          o.loader = loader, o.warps = warps, o.stages = stages, o.splits = splits;
+          const std::string what = "M=16 " + plan_skinny(m, n, k, o).describe();
+          const MutableTensorView cv{cd.data(), DType::bf16, m, n};
+          ASSERT_EQ(cudaMemset(cv.data, 0xff, size_t(m * n) * 2), cudaSuccess);
+          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
+          const auto first = download16(cv.data, size_t(m * n));
+          EXPECT_LE(relative_error(DType::bf16, first, ref, m * n), 1e-2) << what;
+          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
+          EXPECT_EQ(download16(cv.data, size_t(m * n)), first) << what;
+          test::expect_error([&] {
+            skinny_gemm(TensorView{abd.data(), DType::bf16, 24, k}, TensorView{wd.data(), DType::bf16, n, k},
+                        MutableTensorView{cbd.data(), DType::bf16, 24, n}, nullptr, o);
+          }, "at most 16");
+        }
 }
 
 TEST(GpuSkinny, ActivationsWithoutSixteenByteAlignmentMatchToo) {
@@ -136,11 +161,14 @@ TEST(GpuSkinny, ActivationsWithoutSixteenByteAlignmentMatchToo) {
         std::memcpy(&a_used.bytes[size_t(i * k) * 2], &a.bytes[size_t(i * lda + 1) * 2], size_t(k) * 2);
       const auto ref = reference(a_used, w, nullptr, m);
       Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+      for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged})
       for (int splits : {1, 4}) {
+        if (m > 16 && loader != SkinnyLoader::tma) continue;
         const std::string what = std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " splits " +
-                                 std::to_string(splits);
+                                 std::to_string(splits) + " loader " + skinny_loader_name(loader);
         ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
         SkinnyOptions o;
+        o.loader = loader;
         o.splits = splits;
         TensorView av{static_cast<const uint16_t*>(ad.data()) + 1, dt, m, k};
         av.row_stride = lda;
@@ -159,6 +187,7 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
   const int64_t n = 1024, m = 4;
   const HostMatrix w = random_matrix(n, n, DType::bf16, 21, 0.02f), x = random_matrix(m, n, DType::bf16, 22);
   Buffer wd = upload(w);
+  for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged}) {
   std::vector<uint16_t> results[2];
   for (int pdl = 0; pdl < 2; ++pdl) {
     Buffer a = upload(x), b = Buffer::allocate(Memory::device, size_t(m * n) * 2);
@@ -166,6 +195,7 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     for (int i = 0; i < 6; ++i) {
       SkinnyOptions o;
+      o.loader = loader;
       o.pdl = pdl == 1;
       o.residual = TensorView{a.data(), DType::bf16, m, n};
       skinny_gemm(TensorView{a.data(), DType::bf16, m, n}, TensorView{wd.data(), DType::bf16, n, n},
@@ -176,7 +206,8 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
     cudaStreamDestroy(s);
     results[pdl] = download16(a.data(), size_t(m * n));
   }
-  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[1]) << "loader " << skinny_loader_name(loader);
+  }
 }
 
 // kbit::linear on dense weights: the skinny kernel up to M = 32, cuBLASLt above
@@ -231,6 +262,11 @@ TEST(GpuSkinny, BadInputIsAClearError) {
   o = {};
   o.kslice = 64;
   expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "kslice");
+  o = {};
+  o.loader = SkinnyLoader::registers, o.stripes = 2;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "stripes must be 1");
+  o.stripes = 1, o.kslice = 256;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "kslice must be 64");
 }
 
 }  // namespace

@@ -107,6 +107,33 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
 }
 
+TEST(SkinnyPlan, StreamingKernelShapesAndErrors) {
+  SkinnyOptions o;
+  o.loader = SkinnyLoader::registers;
+  const SkinnyPlan p = plan_skinny(1, 7168, 3584, o);
+  EXPECT_EQ(p.describe(), "l=reg,w=4,r=1,p=2,c=64,s=1");  // 448 CTAs of 16 rows: no split
+  o.loader = SkinnyLoader::staged;
+  EXPECT_EQ(plan_skinny(16, 7168, 3584, o).describe(), "l=smem,w=4,r=1,p=2,c=64,s=1");
+  // N = 512 is 32 row groups: split K while each warp keeps two 64-column batches.
+  EXPECT_EQ(plan_skinny(1, 512, 2048, o).splits, 4);
+  EXPECT_EQ(plan_skinny(1, 512, 64, o).splits, 1);
+  o.splits = 8;
+  EXPECT_EQ(plan_skinny(1, 64, 128, o).splits, 2);  // K = 128 is two batches
+  for (auto bad : std::initializer_list<void (*)(SkinnyOptions&)>{
+           [](SkinnyOptions& b) { b.stripes = 2; }, [](SkinnyOptions& b) { b.stages = 4; },
+           [](SkinnyOptions& b) { b.kslice = 256; }, [](SkinnyOptions& b) { b.warps = 2; }}) {
+    o = {};
+    o.loader = SkinnyLoader::registers;
+    bad(o);
+    EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
+  }
+  o = {};
+  o.loader = SkinnyLoader::staged;
+  EXPECT_THROW(plan_skinny(17, 64, 4096, o), Error);  // the streaming kernel stops at M = 16
+  EXPECT_EQ(parse_skinny_loader("smem"), SkinnyLoader::staged);
+  EXPECT_THROW(parse_skinny_loader("dma"), Error);
+}
+
 TEST(SkinnyPlan, RingsFitInSharedMemory) {
   // Barriers (128 bytes), then 3 slots of (32 W rows + 1 A row) x 256 columns x 2 bytes.
   EXPECT_EQ(cuda::detail::skinny_shared_bytes({1, 4, 2, 3, 256, 1}, 1), size_t(128 + 3 * 33 * 512));
@@ -116,7 +143,7 @@ TEST(SkinnyPlan, RingsFitInSharedMemory) {
   for (int64_t m = 1; m <= kMaxSkinnyM; ++m)
     for (auto [n, k] : {std::pair<int64_t, int64_t>{7168, 3584}, {512, 2048}, {100, 3592}, {32768, 8192}}) {
       const SkinnyPlan p = plan_skinny(m, n, k);
-      EXPECT_LE(cuda::detail::skinny_shared_bytes({p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits}, int(m)),
+      EXPECT_LE(cuda::detail::skinny_shared_bytes(cuda::detail::skinny_shape_of(p), int(m)),
                 cuda::detail::kMaxSkinnySharedBytes)
           << "M=" << m << " N=" << n << " K=" << k << " " << p.describe();
     }
@@ -134,6 +161,10 @@ TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
   EXPECT_THROW(bench::parse_skinny_config("w=two,p=8"), Error);
   EXPECT_THROW(bench::parse_skinny_config("speed=9"), Error);
   EXPECT_THROW(bench::parse_skinny_config("u=2"), Error);  // the old kernel's key
+  const auto streaming = bench::parse_skinny_config("l=smem,w=8,r=1,p=3,c=64,s=2");
+  EXPECT_EQ(streaming.loader, SkinnyLoader::staged);
+  EXPECT_EQ(bench::skinny_config_name(streaming), "l=smem,w=8,r=1,p=3,c=64,s=2");
+  EXPECT_THROW(bench::parse_skinny_config("l=fast"), Error);
   std::vector<bench::SkinnyBenchRow> rows(4);
   for (int i = 0; i < 4; ++i) {
     rows[size_t(i)].backend = "kbit_skinny", rows[size_t(i)].m = 1, rows[size_t(i)].valid = true;
@@ -153,8 +184,13 @@ TEST(LinearConfigs, RoundTripAndLookupByMRange) {
     c.device = "GPU X", c.bits = 4, c.n = 4096, c.k = 2048, c.m = m, c.splits = int(m), c.us = 1.5;
     t.push_back(c);
   }
+  detail::LinearConfig dense;
+  dense.device = "GPU X", dense.bits = 16, dense.n = 7168, dense.k = 3584, dense.m = 8;
+  dense.loader = SkinnyLoader::registers, dense.stages = 3, dense.kslice = 64;
+  t.push_back(dense);
   const auto back = detail::parse_linear_configs(detail::linear_configs_to_json(t));
-  ASSERT_EQ(back.size(), 3u);
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 16, 7168, 3584, 8)->loader, SkinnyLoader::registers);
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 1)->splits, 1);
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 3)->splits, 4);
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 16)->splits, 16);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kbit/dtype.h"
+#include "kbit/skinny.h"
 
 namespace kbit::cuda::detail {
 
@@ -34,10 +35,12 @@ struct SkinnyArgs {
   int kslice = 256;    // SkinnyShape::kslice
 };
 
-// Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). warps: consumer warps per
-// CTA (2, 4, 8; one producer warp more). stripes: 16-row stripes per CTA (1, 2, 4).
-// stages: shared-memory ring slots (2..8). kslice: columns per slot (128, 256, 512).
-// splits: CTAs of one thread-block cluster that share a row group's K range (1, 2, 4, 8).
+// Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). splits: CTAs of one
+// thread-block cluster that share a row group's K range (1, 2, 4, 8). The rest per loader:
+// tma: warps = consumer warps per CTA (2, 4, 8; one producer warp more), stripes = 16-row
+// stripes per CTA (1, 2, 4), stages = shared-memory ring slots (2..8), kslice = columns
+// per slot (128, 256, 512). registers / staged: warps 4 or 8, stripes 1, stages =
+// 64-column batches in flight per warp (2 or 3), kslice 64.
 struct SkinnyShape {
   int n_tiles = 1;
   int warps = 4;
@@ -45,7 +48,12 @@ struct SkinnyShape {
   int stages = 4;
   int kslice = 256;
   int splits = 1;
+  SkinnyLoader loader = SkinnyLoader::tma;
 };
+
+inline SkinnyShape skinny_shape_of(const SkinnyPlan& p) {
+  return {p.n_tiles, p.warps, p.stripes, p.stages, p.kslice, p.splits, p.loader};
+}
 
 // Dynamic shared memory of one CTA at M tokens (ring, barriers, reduction); a shape
 // needing more than kMaxSkinnySharedBytes (sm_90's 227 KB opt-in limit) is an error.

@@ -35,6 +35,7 @@
 #include "../bulk_copy.cuh"
 #include "../common.cuh"
 #include "skinny_args.h"
+#include "skinny_reduce.cuh"
 
 namespace kbit::cuda::detail {
 
@@ -45,32 +46,10 @@ constexpr int kMaxBoxColumns = 256;  // a TMA box spans at most 256 elements per
 
 __host__ __device__ constexpr int box_columns(int kslice) { return kslice < kMaxBoxColumns ? kslice : kMaxBoxColumns; }
 __host__ __device__ constexpr uint32_t slot_bytes(int rows, int m, int kslice) { return uint32_t(rows + m) * kslice * 2; }
-__host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int n_tiles) {
-  return size_t(warps) * stripes * n_tiles * 4 * 32 * sizeof(float);
-}
 __host__ __device__ constexpr size_t shared_bytes(int warps, int stripes, int n_tiles, int stages, int kslice, int m) {
   const size_t ring = size_t(stages) * slot_bytes(16 * stripes, m, kslice);
   const size_t red = reduction_bytes(warps, stripes, n_tiles);
   return kBarrierBytes + (ring > red ? ring : red);
-}
-
-// 8 activations from global memory as raw 16-bit pairs (A without 16-byte alignment).
-__device__ __forceinline__ uint4 load_x8(const uint16_t* p) {
-  uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = uint32_t(__ldg(p + 2 * i)) | (uint32_t(__ldg(p + 2 * i + 1)) << 16);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// Sets every accumulator of a [R][NT][4] tile to 0.
-template <int R, int NT>
-__device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
 }
 
 }  // namespace skinny
@@ -78,7 +57,7 @@ __device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
 template <typename T, int NT, int WARPS, int R>
 __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __grid_constant__ SkinnyArgs a) {
   using namespace skinny;
-  constexpr int kRows = 16 * R, kAcc = R * NT * 4;
+  constexpr int kRows = 16 * R;
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const int stages = a.stages, kslice = a.kslice, box = box_columns(kslice);
@@ -207,84 +186,8 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
     }
   }
   // Every slice has been consumed, so every copy has landed: the ring's memory now holds
-  // the consumer warps' partial sums [WARPS][kAcc][32].
-  __syncthreads();
-  float* red = reinterpret_cast<float*>(ring);
-
-  // Warps 1.. publish, warp 0 sums in warp order.
-  if (warp > 0 && warp < WARPS) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[(warp * kAcc + (r * NT + nt) * 4 + i) * 32 + lane] = acc[r][nt][i];
-  }
-  __syncthreads();
-  if (warp == 0) {
-#pragma unroll
-    for (int w = 1; w < WARPS; ++w)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[r][nt][i] += red[(w * kAcc + (r * NT + nt) * 4 + i) * 32 + lane];
-  }
-  if (splits > 1) {
-    // The CTA's sum into slot 0 of its shared memory; rank 0 adds the ranks in order.
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (warp == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) red[((r * NT + nt) * 4 + i) * 32 + lane] = acc[r][nt][i];
-    }
-    cluster.sync();
-    const bool leader = cluster.block_rank() == 0;
-    if (leader && warp == 0) {
-      zero(acc);
-      for (int rank = 0; rank < splits; ++rank) {
-        const float* part = cluster.map_shared_rank(red, rank);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[r][nt][i] += part[((r * NT + nt) * 4 + i) * 32 + lane];
-      }
-    }
-    cluster.sync();  // the other ranks' shared memory stays valid until rank 0 has read it
-    if (!leader) return;
-  }
-  if (warp != 0) return;
-  if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // R and C belong to the previous kernel too
-
-  // Epilogue: acc[r][nt] = C^T rows (g, g + 8) x tokens (2c, 2c + 1) of tile nt.
-  const T* bias = static_cast<const T*>(a.bias);
-  const T* res = static_cast<const T*>(a.residual);
-  T* y = static_cast<T*>(a.y);
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row_base + 16 * r + g + 8 * h;
-      if (row >= a.N) continue;
-      const float bv = bias ? Element<T>::to_float(bias[row]) : 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int tok = nt * 8 + 2 * c + j;
-          if (tok >= a.M) continue;
-          float v = acc[r][nt][2 * h + j] + bv;
-          if (res) v += Element<T>::to_float(res[int64_t(tok) * a.ldr + row]);
-          y[int64_t(tok) * a.ldy + row] = Element<T>::from_float(v);
-        }
-    }
+  // the consumer warps' partial sums.
+  reduce_and_store<T, NT, WARPS, R>(acc, reinterpret_cast<float*>(ring), a, row_base);
 }
 
 template <typename T, int NT, typename F>

@@ -1,20 +1,29 @@
-// kbit::skinny_gemm's launcher: picks the instantiation of skinny_kernel.cuh for a
-// dtype and shape (the instantiations live in skinny_<dtype>_nt<n>.cu).
+// kbit::skinny_gemm's launcher: picks the instantiation of skinny_kernel.cuh (loader tma)
+// or skinny_stream_kernel.cuh (registers, staged) for a dtype and shape (the instantiations
+// live in skinny_<dtype>_nt<n>.cu and skinny_stream_<dtype>_nt<n>.cu).
 #include <cudaTypedefs.h>
 
 #include "skinny_kernel.cuh"
+#include "skinny_stream_kernel.cuh"
 
 namespace kbit::cuda::detail {
 
 #define KBIT_DECLARE_SKINNY(T, NT)                                                                      \
   extern template void launch_skinny_nt<T, NT>(const SkinnyArgs&, const SkinnyShape&, cudaStream_t); \
   extern template SkinnyKernelInfo skinny_info_nt<T, NT>(const SkinnyShape&, int);
+#define KBIT_DECLARE_SKINNY_STREAM(T, NT)                                                                      \
+  extern template void launch_skinny_stream_nt<T, NT>(const SkinnyArgs&, const SkinnyShape&, cudaStream_t); \
+  extern template SkinnyKernelInfo skinny_stream_info_nt<T, NT>(const SkinnyShape&, int);
 KBIT_DECLARE_SKINNY(__half, 1)
 KBIT_DECLARE_SKINNY(__half, 2)
 KBIT_DECLARE_SKINNY(__half, 4)
 KBIT_DECLARE_SKINNY(__nv_bfloat16, 1)
 KBIT_DECLARE_SKINNY(__nv_bfloat16, 2)
 KBIT_DECLARE_SKINNY(__nv_bfloat16, 4)
+KBIT_DECLARE_SKINNY_STREAM(__half, 1)
+KBIT_DECLARE_SKINNY_STREAM(__half, 2)
+KBIT_DECLARE_SKINNY_STREAM(__nv_bfloat16, 1)
+KBIT_DECLARE_SKINNY_STREAM(__nv_bfloat16, 2)
 
 namespace {
 
@@ -69,21 +78,41 @@ CUtensorMap tensor_map_2d(const void* base, int64_t rows, int64_t cols, int64_t 
 void check_skinny_shape(const SkinnyShape& s) {
   KBIT_REQUIRE(s.n_tiles == 1 || s.n_tiles == 2 || s.n_tiles == 4, "skinny kernel: n_tiles must be 1, 2 or 4, got ",
                s.n_tiles);
+  KBIT_REQUIRE(s.splits == 1 || s.splits == 2 || s.splits == 4 || s.splits == 8,
+               "skinny kernel: splits (cluster size) must be 1, 2, 4 or 8, got ", s.splits);
+  KBIT_REQUIRE(s.loader != SkinnyLoader::automatic, "skinny kernel: no loader chosen");
+  if (s.loader != SkinnyLoader::tma) {
+    const char* l = skinny_loader_name(s.loader);
+    KBIT_REQUIRE(s.n_tiles <= 2, "skinny kernel (loader ", l, "): M must be at most 16 (loader tma above)");
+    KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "skinny kernel (loader ", l, "): warps must be 4 or 8, got ", s.warps);
+    KBIT_REQUIRE(s.stripes == 1, "skinny kernel (loader ", l, "): stripes must be 1, got ", s.stripes);
+    KBIT_REQUIRE(s.stages == 2 || s.stages == 3, "skinny kernel (loader ", l,
+                 "): stages (batches in flight) must be 2 or 3, got ", s.stages);
+    KBIT_REQUIRE(s.kslice == skinny::kStreamBatchColumns, "skinny kernel (loader ", l, "): kslice must be ",
+                 skinny::kStreamBatchColumns, " columns, got ", s.kslice);
+    return;
+  }
   KBIT_REQUIRE(s.warps == 2 || s.warps == 4 || s.warps == 8, "skinny kernel: warps must be 2, 4 or 8, got ", s.warps);
   KBIT_REQUIRE(s.stripes == 1 || s.stripes == 2 || s.stripes == 4, "skinny kernel: stripes must be 1, 2 or 4, got ",
                s.stripes);
   KBIT_REQUIRE(s.stages >= 2 && s.stages <= 8, "skinny kernel: stages must be 2..8, got ", s.stages);
   KBIT_REQUIRE(s.kslice == 128 || s.kslice == 256 || s.kslice == 512,
                "skinny kernel: kslice must be 128, 256 or 512 columns, got ", s.kslice);
-  KBIT_REQUIRE(s.splits == 1 || s.splits == 2 || s.splits == 4 || s.splits == 8,
-               "skinny kernel: splits (cluster size) must be 1, 2, 4 or 8, got ", s.splits);
 }
 
 size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
+  if (s.loader != SkinnyLoader::tma)
+    return skinny::stream_shared_bytes(s.warps, s.stripes, s.n_tiles, s.loader == SkinnyLoader::staged);
   return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream) {
+  if (s.loader != SkinnyLoader::tma) {
+    with_dtype_and_tiles(s, t, [&]<typename T, int NT>() {
+      if constexpr (NT <= 2) launch_skinny_stream_nt<T, NT>(a, s, stream);
+    });
+    return;
+  }
   const size_t smem = skinny_shared_bytes(s, a.M);
   KBIT_REQUIRE(smem <= kMaxSkinnySharedBytes, "skinny kernel: stages=", s.stages, " x kslice=", s.kslice, " at ",
                16 * s.stripes, " rows + M=", a.M, " needs ", smem, " bytes of shared memory per CTA (at most ",
@@ -96,6 +125,11 @@ void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStrea
 }
 
 SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m) {
+  if (s.loader != SkinnyLoader::tma)
+    return with_dtype_and_tiles(s, t, [&]<typename T, int NT>() {
+      if constexpr (NT <= 2) return skinny_stream_info_nt<T, NT>(s, m);
+      else return SkinnyKernelInfo{};  // not instantiated: check_skinny_shape has refused it
+    });
   return with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { return skinny_info_nt<T, NT>(s, m); });
 }
 

@@ -1,0 +1,133 @@
+// The end of both skinny GEMM kernels (skinny_kernel.cuh, skinny_stream_kernel.cuh): the
+// warps' partial sums of a CTA reduced in warp order through shared memory, the CTAs of a
+// cluster (K splits) in rank order through distributed shared memory, then bias, residual
+// and the store of C. Deterministic: fixed order, no atomics, no workspace.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "../common.cuh"
+#include "skinny_args.h"
+
+namespace kbit::cuda::detail {
+
+namespace skinny {
+
+// 8 activations from global memory as raw 16-bit pairs (A without 16-byte alignment).
+__device__ __forceinline__ uint4 load_x8(const uint16_t* p) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = uint32_t(__ldg(p + 2 * i)) | (uint32_t(__ldg(p + 2 * i + 1)) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Sets every accumulator of a [R][NT][4] tile to 0.
+template <int R, int NT>
+__device__ __forceinline__ void zero(float (&acc)[R][NT][4]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][nt][i] = 0.0f;
+}
+
+// Shared memory the reduction needs: [warps][R * NT * 4][32] floats.
+__host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int n_tiles) {
+  return size_t(warps) * stripes * n_tiles * 4 * 32 * sizeof(float);
+}
+
+}  // namespace skinny
+
+// acc: C^T rows (16 r + g, 16 r + g + 8) x tokens (8 nt + 2 c, + 1) of warp `warp`'s K
+// range; warps 0..WARPS-1 hold partial sums, any further warps (the ring kernel's
+// producer) only take part in the barriers. `red`: reduction_bytes() of shared memory
+// that nothing else uses any more. Every thread of the CTA must call it.
+template <typename T, int NT, int WARPS, int R>
+__device__ __forceinline__ void reduce_and_store(float (&acc)[R][NT][4], float* red, const SkinnyArgs& a,
+                                                 int row_base) {
+  using namespace skinny;
+  constexpr int kAcc = R * NT * 4;
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
+  const int splits = int(gridDim.y);
+  __syncthreads();
+
+  // Warps 1.. publish, warp 0 sums in warp order.
+  if (warp > 0 && warp < WARPS) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[(warp * kAcc + (r * NT + nt) * 4 + i) * 32 + lane] = acc[r][nt][i];
+  }
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int w = 1; w < WARPS; ++w)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[r][nt][i] += red[(w * kAcc + (r * NT + nt) * 4 + i) * 32 + lane];
+  }
+  if (splits > 1) {
+    // The CTA's sum into slot 0 of its shared memory; rank 0 adds the ranks in order.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (warp == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) red[((r * NT + nt) * 4 + i) * 32 + lane] = acc[r][nt][i];
+    }
+    cluster.sync();
+    const bool leader = cluster.block_rank() == 0;
+    if (leader && warp == 0) {
+      zero(acc);
+      for (int rank = 0; rank < splits; ++rank) {
+        const float* part = cluster.map_shared_rank(red, rank);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][nt][i] += part[((r * NT + nt) * 4 + i) * 32 + lane];
+      }
+    }
+    cluster.sync();  // the other ranks' shared memory stays valid until rank 0 has read it
+    if (!leader) return;
+  }
+  if (warp != 0) return;
+  if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // R and C belong to the previous kernel too
+
+  // Epilogue: acc[r][nt] = C^T rows (g, g + 8) x tokens (2c, 2c + 1) of tile nt.
+  const T* bias = static_cast<const T*>(a.bias);
+  const T* res = static_cast<const T*>(a.residual);
+  T* y = static_cast<T*>(a.y);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_base + 16 * r + g + 8 * h;
+      if (row >= a.N) continue;
+      const float bv = bias ? Element<T>::to_float(bias[row]) : 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int tok = nt * 8 + 2 * c + j;
+          if (tok >= a.M) continue;
+          float v = acc[r][nt][2 * h + j] + bv;
+          if (res) v += Element<T>::to_float(res[int64_t(tok) * a.ldr + row]);
+          y[int64_t(tok) * a.ldy + row] = Element<T>::from_float(v);
+        }
+    }
+}
+
+}  // namespace kbit::cuda::detail
