@@ -35,7 +35,8 @@ SkinnyLoader parse_skinny_loader(const std::string& name);  // throws on an unkn
 // The kernel shape of one call (see src/cuda/skinny/skinny_args.h).
 // tma: warps = consumer warps (2, 4, 8), stripes 1, 2, 4, stages = ring slots (2..8),
 // kslice = columns per slot (128, 256, 512). registers / staged: warps 4 or 8, stripes 1,
-// stages = batches of 64 columns in flight per warp (2 or 3), kslice 64.
+// kslice = columns per batch (64 or 128), stages = batches in flight per warp (2 or 3 at
+// 64 columns, 2 at 128).
 struct SkinnyPlan {
   SkinnyLoader loader = SkinnyLoader::tma;
   int n_tiles = 1;   // tiles of 8 tokens: 1, 2 or 4 (from M)

@@ -66,11 +66,12 @@ std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
   if (nt > 2) return out;  // the streaming kernel stops at M = 16
   for (SkinnyLoader l : {SkinnyLoader::registers, SkinnyLoader::staged})
     for (int w : {4, 8})
-      for (int p : {2, 3})
+      for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{2, 128}})
         for (int s : {1, 2, 4}) {
           detail::LinearConfig c;
-          c.bits = 16, c.n_tiles = nt, c.loader = l, c.warps = w, c.stripes = 1, c.stages = p, c.kslice = 64;
+          c.bits = 16, c.n_tiles = nt, c.loader = l, c.warps = w, c.stripes = 1, c.stages = p, c.kslice = ks;
           c.splits = s;
+          if (ks == 128 && nt > 1) continue;  // not instantiated: it would spill
           out.push_back(c);
         }
   return out;

@@ -67,9 +67,9 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   p.stripes = o.stripes ? o.stripes : c ? c->stripes : ring && (n + 31) / 32 >= sms ? 2 : 1;
   p.stages = o.stages ? o.stages : c ? c->stages : ring ? 3 : 2;
   p.kslice = o.kslice ? o.kslice : c ? c->kslice : ring ? 256 : 64;
-  // The unit that a split must not leave empty: a 32-column step (ring) or a 64-column
-  // batch (streaming kernel).
-  const int64_t unit = ring ? 32 : 64, k_steps = (k + unit - 1) / unit;
+  // The unit that a split must not leave empty: a 32-column step (ring) or a batch
+  // (streaming kernel).
+  const int64_t unit = ring ? 32 : p.kslice, k_steps = (k + unit - 1) / unit;
   if (o.splits || c) {
     p.splits = o.splits ? o.splits : c->splits;
     cuda::detail::check_skinny_shape(shape_of(p));  // a bad request is an error before it is trimmed
@@ -77,7 +77,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
     // Split K over a cluster until the grid covers every SM, keeping at least two ring
     // slots of columns per split (two batches per warp in the streaming kernel).
     const int64_t groups = (n + 16 * p.stripes - 1) / (16 * p.stripes);
-    auto room = [&] { return ring ? k >= int64_t(2) * p.kslice * 2 * p.splits : k >= int64_t(2) * 64 * p.warps * 2 * p.splits; };
+    auto room = [&] { return ring ? k >= int64_t(2) * p.kslice * 2 * p.splits : k >= int64_t(2) * p.kslice * p.warps * 2 * p.splits; };
     while (p.splits < 8 && groups * p.splits < sms && room()) p.splits *= 2;
   }
   // Never an empty split: each CTA of a cluster needs at least one step (batch).

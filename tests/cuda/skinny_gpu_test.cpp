@@ -125,21 +125,30 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
           }
   }
   // The streaming kernel: every instantiated shape at M = 16 (it stops there; M = 24 is
-  // a clear error), with and without a cluster split.
+  // a clear error) and, for 128-column batches, M = 8; with and without a cluster split.
   for (SkinnyLoader loader : {SkinnyLoader::registers, SkinnyLoader::staged})
     for (int warps : {4, 8})
-      for (int stages : {2, 3})
+      for (auto [stages, kslice] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{2, 128}})
         for (int splits : {1, 2, 8}) {
           SkinnyOptions o;
-          o.loader = loader, o.warps = warps, o.stages = stages, o.splits = splits;
-          const std::string what = "M=16 " + plan_skinny(m, n, k, o).describe();
-          const MutableTensorView cv{cd.data(), DType::bf16, m, n};
+          o.loader = loader, o.warps = warps, o.stages = stages, o.kslice = kslice, o.splits = splits;
+          // A's first 8 rows as an M = 8 problem: C's first 8 rows of the reference.
+          const int64_t mm = kslice == 128 ? 8 : m;
+          const std::string what = "M=" + std::to_string(mm) + " " + plan_skinny(mm, n, k, o).describe();
+          const MutableTensorView cv{cd.data(), DType::bf16, mm, n};
           ASSERT_EQ(cudaMemset(cv.data, 0xff, size_t(m * n) * 2), cudaSuccess);
-          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
-          const auto first = download16(cv.data, size_t(m * n));
-          EXPECT_LE(relative_error(DType::bf16, first, ref, m * n), 1e-2) << what;
-          skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
-          EXPECT_EQ(download16(cv.data, size_t(m * n)), first) << what;
+          skinny_gemm(TensorView{ad.data(), DType::bf16, mm, k}, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
+          const auto first = download16(cv.data, size_t(mm * n));
+          EXPECT_LE(relative_error(DType::bf16, first, ref, mm * n), 1e-2) << what;
+          skinny_gemm(TensorView{ad.data(), DType::bf16, mm, k}, TensorView{wd.data(), DType::bf16, n, k}, cv, nullptr, o);
+          EXPECT_EQ(download16(cv.data, size_t(mm * n)), first) << what;
+          if (kslice == 128) {
+            test::expect_error([&] { skinny_gemm(TensorView{ad.data(), DType::bf16, m, k},
+                                                 TensorView{wd.data(), DType::bf16, n, k},
+                                                 MutableTensorView{cd.data(), DType::bf16, m, n}, nullptr, o); },
+                               "M <= 8 only");
+            continue;
+          }
           test::expect_error([&] {
             skinny_gemm(TensorView{abd.data(), DType::bf16, 24, k}, TensorView{wd.data(), DType::bf16, n, k},
                         MutableTensorView{cbd.data(), DType::bf16, 24, n}, nullptr, o);
@@ -266,7 +275,7 @@ TEST(GpuSkinny, BadInputIsAClearError) {
   o.loader = SkinnyLoader::registers, o.stripes = 2;
   expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "stripes must be 1");
   o.stripes = 1, o.kslice = 256;
-  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "kslice must be 64");
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "must be 64 or 128");
 }
 
 }  // namespace

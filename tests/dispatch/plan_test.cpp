@@ -121,7 +121,8 @@ TEST(SkinnyPlan, StreamingKernelShapesAndErrors) {
   EXPECT_EQ(plan_skinny(1, 64, 128, o).splits, 2);  // K = 128 is two batches
   for (auto bad : std::initializer_list<void (*)(SkinnyOptions&)>{
            [](SkinnyOptions& b) { b.stripes = 2; }, [](SkinnyOptions& b) { b.stages = 4; },
-           [](SkinnyOptions& b) { b.kslice = 256; }, [](SkinnyOptions& b) { b.warps = 2; }}) {
+           [](SkinnyOptions& b) { b.kslice = 256; }, [](SkinnyOptions& b) { b.warps = 2; },
+           [](SkinnyOptions& b) { b.kslice = 128, b.stages = 3; }}) {
     o = {};
     o.loader = SkinnyLoader::registers;
     bad(o);

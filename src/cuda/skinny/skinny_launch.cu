@@ -86,10 +86,12 @@ void check_skinny_shape(const SkinnyShape& s) {
     KBIT_REQUIRE(s.n_tiles <= 2, "skinny kernel (loader ", l, "): M must be at most 16 (loader tma above)");
     KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "skinny kernel (loader ", l, "): warps must be 4 or 8, got ", s.warps);
     KBIT_REQUIRE(s.stripes == 1, "skinny kernel (loader ", l, "): stripes must be 1, got ", s.stripes);
-    KBIT_REQUIRE(s.stages == 2 || s.stages == 3, "skinny kernel (loader ", l,
-                 "): stages (batches in flight) must be 2 or 3, got ", s.stages);
-    KBIT_REQUIRE(s.kslice == skinny::kStreamBatchColumns, "skinny kernel (loader ", l, "): kslice must be ",
-                 skinny::kStreamBatchColumns, " columns, got ", s.kslice);
+    KBIT_REQUIRE(s.kslice == skinny::kStreamBatchColumnsSmall || s.kslice == skinny::kStreamBatchColumnsLarge,
+                 "skinny kernel (loader ", l, "): kslice (columns per batch) must be 64 or 128, got ", s.kslice);
+    KBIT_REQUIRE(s.stages == 2 || (s.stages == 3 && s.kslice == 64), "skinny kernel (loader ", l,
+                 "): stages (batches in flight) must be 2 or 3 (2 with kslice 128), got ", s.stages);
+    KBIT_REQUIRE(s.kslice == 64 || s.n_tiles == 1, "skinny kernel (loader ", l,
+                 "): kslice 128 is for M <= 8 only (it would spill)");
     return;
   }
   KBIT_REQUIRE(s.warps == 2 || s.warps == 4 || s.warps == 8, "skinny kernel: warps must be 2, 4 or 8, got ", s.warps);
@@ -102,12 +104,14 @@ void check_skinny_shape(const SkinnyShape& s) {
 
 size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
   if (s.loader != SkinnyLoader::tma)
-    return skinny::stream_shared_bytes(s.warps, s.stripes, s.n_tiles, s.loader == SkinnyLoader::staged);
+    return skinny::stream_shared_bytes(s.warps, s.n_tiles, s.kslice, s.loader == SkinnyLoader::staged);
   return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream) {
   if (s.loader != SkinnyLoader::tma) {
+    KBIT_REQUIRE(a.ldw < (int64_t(1) << 27), "skinny kernel (loader ", skinny_loader_name(s.loader),
+                 "): W's row stride ", a.ldw, " is too long for its 32-bit offsets (use loader tma)");
     with_dtype_and_tiles(s, t, [&]<typename T, int NT>() {
       if constexpr (NT <= 2) launch_skinny_stream_nt<T, NT>(a, s, stream);
     });

@@ -9,22 +9,22 @@
 // barriers, D batches of loads in flight per warp.
 //
 // Layout: C^T = W A^T with mma.sync.m16n8k16, 16 rows of W the A operand, 8 tokens the
-// B operand (as in the ring kernel). A CTA owns 16 R rows; K is cut into batches of 64
-// columns (128 bytes of a row), and warp w takes batches w, w + WARPS, ... Lane (g, c)
+// B operand (as in the ring kernel). A CTA owns 16 rows; K is cut into batches of BC = 64
+// or 128 columns, and warp w takes batches w, w + WARPS, ... Lane (g, c)
 // multiplies 16 bytes of rows g and g + 8 at columns 32 j + 8 c of each 32-column step j
 // with 16 bytes of token g at the same columns (the k order permuted alike for both
 // operands). Loaders:
 //  - registers: each lane loads exactly those 16 bytes (each load instruction covers 8
 //    rows x 64 bytes);
-//  - staged: lane (q = lane / 8, u = lane % 8) loads 16 bytes at column 8 u of rows 4 i + q
-//    (4 rows x 128 bytes per instruction), stores them to the warp's own tile of shared
+//  - staged: lane (q = lane / 8, u = lane % 8) loads 16 bytes at column 64 p + 8 u of rows
+//    4 i + q (4 rows x 128 bytes per instruction), stores them to the warp's own tile of shared
 //    memory (16-byte chunks XOR-swizzled by 4 (row & 1): conflict-free both ways) and
 //    reads the fragments back; only __syncwarp, no CTA barrier in the loop.
 // A is read through L1 (all CTAs of an SM share it) as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
 // griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
-// Launch: grid (row groups of 16 R rows, splits), WARPS * 32 threads, at most 128
-// registers per thread (four CTAs of 4 warps per SM). Instantiated for R = 1 (R = 2 spills).
+// Launch: grid (row groups of 16 rows, splits), WARPS * 32 threads, at most 128 registers
+// per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled).
 // Measured: see BENCHMARKS.md (not yet run when written).
 #pragma once
 
@@ -41,11 +41,12 @@ namespace kbit::cuda::detail {
 
 namespace skinny {
 
-constexpr int kStreamBatchColumns = 64;  // one batch: 128 bytes of each of the CTA's rows
+// Columns per batch (the instantiated kslice values): 128 or 256 bytes of each row.
+constexpr int kStreamBatchColumnsSmall = 64, kStreamBatchColumnsLarge = 128;
 
-__host__ __device__ constexpr size_t stream_shared_bytes(int warps, int stripes, int n_tiles, bool staged) {
-  const size_t tiles = staged ? size_t(warps) * 16 * stripes * kStreamBatchColumns * 2 : 0;
-  const size_t red = reduction_bytes(warps, stripes, n_tiles);
+__host__ __device__ constexpr size_t stream_shared_bytes(int warps, int n_tiles, int batch_columns, bool staged) {
+  const size_t tiles = staged ? size_t(warps) * 16 * batch_columns * 2 : 0;
+  const size_t red = reduction_bytes(warps, 1, n_tiles);
   return tiles > red ? tiles : red;
 }
 
@@ -60,49 +61,52 @@ __device__ __forceinline__ uint4 load_w16(const uint16_t* p, uint64_t policy) {
 
 }  // namespace skinny
 
-template <typename T, int NT, int WARPS, int R, int D, bool STAGED>
+// BC: columns per batch (64 or 128); D: batches in flight per warp; STAGED: the loader.
+template <typename T, int NT, int WARPS, int BC, int D, bool STAGED>
 __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_kernel(const __grid_constant__ SkinnyArgs a) {
   using namespace skinny;
-  constexpr int kRows = 16 * R, kLoads = 4 * R;  // 16-byte W loads per lane per batch
+  constexpr int kSteps = BC / 32;         // 32-column MMA steps per batch
+  constexpr int kLoads = 2 * kSteps;      // 16-byte W loads per lane per batch (16 rows)
+  constexpr int kRowBytes = BC * 2;       // a row of the staged tile
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const int splits = int(gridDim.y), split = int(blockIdx.y);
-  const int batches = (a.K + kStreamBatchColumns - 1) / kStreamBatchColumns;
+  const int batches = (a.K + BC - 1) / BC;
   // This CTA's batches [b0, b1): never empty (the host keeps splits <= batches).
   const int b0 = int(int64_t(batches) * split / splits), b1 = int(int64_t(batches) * (split + 1) / splits);
   const int mine = b1 - b0 > warp ? (b1 - b0 - warp + WARPS - 1) / WARPS : 0;
-  const int row_base = int(blockIdx.x) * kRows;
+  const int row_base = int(blockIdx.x) * 16;
   if (a.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const uint64_t policy = l2_evict_first_policy();
 
-  // W pointers of this lane at column 0, and the row test of each load.
-  const uint16_t* wp[kLoads];
-  bool row_ok[kLoads];
+  // Load l of a batch. registers: rows g + 8 h (h = l / kSteps), columns 32 j + 8 c
+  // (j = l % kSteps). staged: rows 4 (l % 4) + q, columns 64 (l / 4) + 8 u.
+  auto row_of = [&](int l) {
+    return STAGED ? 4 * (l % 4) + (lane >> 3) : g + 8 * (l / kSteps);
+  };
+  auto col_of = [&](int l) { return STAGED ? 64 * (l / 4) + 8 * (lane & 7) : 32 * (l % kSteps) + 8 * c; };
+  // 32-bit offsets from the row group's first row (the host keeps 16 rows below 2^31
+  // elements): half the registers of one pointer per load. Rows past N read row N - 1.
+  const uint16_t* const wbase = a.w + int64_t(row_base) * a.ldw;
+  const int ldw = int(a.ldw);
+  int w_off[kLoads];
 #pragma unroll
-  for (int l = 0; l < kLoads; ++l) {
-    // registers: load l = (stripe r, half h, step j); staged: rows 4 l + q, column 8 u.
-    const int row = STAGED ? row_base + 4 * l + (lane >> 3) : row_base + 16 * (l >> 2) + g + 8 * ((l >> 1) & 1);
-    const int col = STAGED ? 8 * (lane & 7) : 32 * (l & 1) + 8 * c;
-    row_ok[l] = row < a.N;
-    wp[l] = a.w + int64_t(row_ok[l] ? row : a.N - 1) * a.ldw + col;
-  }
+  for (int l = 0; l < kLoads; ++l) w_off[l] = (min(row_base + row_of(l), a.N - 1) - row_base) * ldw + col_of(l);
   const uint16_t* const xbase = static_cast<const uint16_t*>(a.x);
 
   uint4 wv[D][kLoads];
   auto load_w = [&](uint4(&dst)[kLoads], int i) {
-    const int col0 = (b0 + warp + i * WARPS) * kStreamBatchColumns;
+    const int col0 = (b0 + warp + i * WARPS) * BC;
 #pragma unroll
-    for (int l = 0; l < kLoads; ++l) {
-      const int col = col0 + (STAGED ? 8 * (lane & 7) : 32 * (l & 1) + 8 * c);
-      dst[l] = row_ok[l] && col < a.K ? load_w16(wp[l] + col0, policy) : make_uint4(0, 0, 0, 0);
-    }
+    for (int l = 0; l < kLoads; ++l)
+      dst[l] = col0 + col_of(l) < a.K ? load_w16(wbase + (w_off[l] + col0), policy) : make_uint4(0, 0, 0, 0);
   };
   // A comes from L1 (or L2 on first touch) as the batch is used: keeping it in flight as
-  // long as W would cost 8 NT registers per batch in flight.
-  auto load_x = [&](uint4(&dst)[2][NT], int i) {
-    const int col0 = (b0 + warp + i * WARPS) * kStreamBatchColumns;
+  // long as W would cost registers that the weights need.
+  auto load_x = [&](uint4(&dst)[kSteps][NT], int i) {
+    const int col0 = (b0 + warp + i * WARPS) * BC;
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kSteps; ++j)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int t = min(nt * 8 + g, a.M - 1), col = col0 + 32 * j + 8 * c;
@@ -113,46 +117,42 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       }
   };
 
-  constexpr bool kTwoChains = R * NT <= 4;
-  float acc[R][NT][4], acc_hi[R][NT][4];
+  constexpr bool kTwoChains = NT <= 4;
+  float acc[1][NT][4], acc_hi[1][NT][4];
   zero(acc);
   zero(acc_hi);
-  unsigned char* const tile = smem + size_t(warp) * kRows * kStreamBatchColumns * 2;
-  auto compute = [&](const uint4(&w)[kLoads], const uint4(&x)[2][NT]) {
-    uint4 frag[R][2][2];  // [stripe][half][step]
+  unsigned char* const tile = smem + size_t(warp) * 16 * kRowBytes;
+  auto compute = [&](const uint4(&w)[kLoads], const uint4(&x)[kSteps][NT]) {
+    uint4 frag[2][kSteps];  // [half][step]
     if constexpr (STAGED) {
       __syncwarp();  // the previous batch's fragments have been read
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
-        const int row = 4 * l + (lane >> 3), chunk = (lane & 7) ^ (4 * (row & 1));
-        *reinterpret_cast<uint4*>(tile + row * 128 + chunk * 16) = w[l];
+        const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
+        *reinterpret_cast<uint4*>(tile + row * kRowBytes + chunk * 16) = w[l];
       }
       __syncwarp();
 #pragma unroll
-      for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int row = 16 * r + g + 8 * h, chunk = (4 * j + c) ^ (4 * (row & 1));
-            frag[r][h][j] = *reinterpret_cast<const uint4*>(tile + row * 128 + chunk * 16);
-          }
+        for (int j = 0; j < kSteps; ++j) {
+          const int row = g + 8 * h, chunk = (4 * j + c) ^ (4 * (row & 1));
+          frag[h][j] = *reinterpret_cast<const uint4*>(tile + row * kRowBytes + chunk * 16);
+        }
     } else {
 #pragma unroll
-      for (int l = 0; l < kLoads; ++l) frag[l >> 2][(l >> 1) & 1][l & 1] = w[l];
+      for (int l = 0; l < kLoads; ++l) frag[l / kSteps][l % kSteps] = w[l];
     }
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kSteps; ++j) {
+      const uint4 w0 = frag[0][j], w1 = frag[1][j];
+      const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint4 w0 = frag[r][0][j], w1 = frag[r][1][j];
-        const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          mma_16816<T>(acc[r][nt], lo, x[j][nt].x, x[j][nt].y);
-          mma_16816<T>(kTwoChains ? acc_hi[r][nt] : acc[r][nt], hi, x[j][nt].z, x[j][nt].w);
-        }
+      for (int nt = 0; nt < NT; ++nt) {
+        mma_16816<T>(acc[0][nt], lo, x[j][nt].x, x[j][nt].y);
+        mma_16816<T>(kTwoChains ? acc_hi[0][nt] : acc[0][nt], hi, x[j][nt].z, x[j][nt].w);
       }
+    }
   };
 
   // Weights first: they do not depend on the previous kernel.
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
     for (int d = 0; d < D; ++d) {
       const int i = i0 + d;
       if (i < mine) {  // warp-uniform: mma.sync needs the whole warp
-        uint4 xv[2][NT];
+        uint4 xv[kSteps][NT];
         load_x(xv, i);
         if (i + D - 1 < mine) load_w(wv[(d + D - 1) % D], i + D - 1);
         compute(wv[d], xv);
@@ -175,42 +175,44 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   }
   if constexpr (kTwoChains) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[r][nt][i] += acc_hi[r][nt][i];
+      for (int i = 0; i < 4; ++i) acc[0][nt][i] += acc_hi[0][nt][i];
   }
   // The tiles are free once every warp is past its loop (reduce_and_store begins with a
   // CTA barrier).
-  reduce_and_store<T, NT, WARPS, R>(acc, reinterpret_cast<float*>(smem), a, row_base);
+  reduce_and_store<T, NT, WARPS, 1>(acc, reinterpret_cast<float*>(smem), a, row_base);
 }
 
+// The instantiated (kslice, stages): 64 columns x 2 or 3 batches, and with one token tile
+// 128 columns x 2 (the others spill at 128 registers; check_skinny_shape refuses them).
 template <typename T, int NT, typename F>
 auto with_stream_instance(const SkinnyShape& s, F&& f) {
-  auto with_rest = [&]<int WARPS, int R>() {
+  auto with_warps = [&]<int WARPS>() {
     const bool staged = s.loader == SkinnyLoader::staged;
-    if (s.stages == 2) return staged ? f.template operator()<T, NT, WARPS, R, 2, true>()
-                                     : f.template operator()<T, NT, WARPS, R, 2, false>();
-    return staged ? f.template operator()<T, NT, WARPS, R, 3, true>() : f.template operator()<T, NT, WARPS, R, 3, false>();
+    if constexpr (NT == 1)
+      if (s.kslice == 128) return staged ? f.template operator()<T, NT, WARPS, 128, 2, true>()
+                                         : f.template operator()<T, NT, WARPS, 128, 2, false>();
+    if (s.stages == 2) return staged ? f.template operator()<T, NT, WARPS, 64, 2, true>()
+                                     : f.template operator()<T, NT, WARPS, 64, 2, false>();
+    return staged ? f.template operator()<T, NT, WARPS, 64, 3, true>() : f.template operator()<T, NT, WARPS, 64, 3, false>();
   };
-  // One stripe only: with two, every shape but one spills at 128 registers.
-  if (s.warps == 4) return with_rest.template operator()<4, 1>();
-  return with_rest.template operator()<8, 1>();
+  if (s.warps == 4) return with_warps.template operator()<4>();
+  return with_warps.template operator()<8>();
 }
 
 // Not instantiated for 4 token tiles (M > 16): every shape spills there; the host checks
 // (check_skinny_shape) keep such calls on the ring kernel.
 template <typename T, int NT>
 void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
-  with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R, int D, bool STAGED>() {
-    auto kernel = skinny_stream_kernel<TT, N_, WARPS, R, D, STAGED>;
-    const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, STAGED);
+  with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, bool STAGED>() {
+    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, STAGED>;
+    const size_t smem = skinny::stream_shared_bytes(WARPS, N_, BC, STAGED);
     if (smem > 48 * 1024)
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                  "skinny stream kernel: shared memory size");
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((a.N + 16 * R - 1) / (16 * R)), unsigned(s.splits));
+    cfg.gridDim = dim3(unsigned((a.N + 15) / 16), unsigned(s.splits));
     cfg.blockDim = dim3(WARPS * 32);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
@@ -233,11 +235,11 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
 
 template <typename T, int NT>
 SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int) {
-  return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R, int D, bool STAGED>() {
+  return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, bool STAGED>() {
     cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, R, D, STAGED>),
+    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, STAGED>),
                "skinny stream kernel: attributes");
-    return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes), skinny::stream_shared_bytes(WARPS, R, N_, STAGED)};
+    return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes), skinny::stream_shared_bytes(WARPS, N_, BC, STAGED)};
   });
 }
 
