@@ -3,7 +3,8 @@
 // W, R and C of one dtype (f16 or bf16), fp32 accumulation, on the caller's stream.
 // Two kernels (loaders): a producer warp streams W (evict-first) and A through a ring of
 // shared-memory slots with TMA copies (`tma`), or every warp loads its share of W straight
-// into registers (`registers`, or `staged` through the warp's own shared-memory tile);
+// into registers (`registers`, or `staged` through the warp's own shared-memory tile) or
+// with cp.async into the warp's own ring of tiles (`async`);
 // warps multiply 16 rows at a time with mma.sync (the tokens are the MMA's narrow side);
 // the residual and bias are added in the epilogue. K is
 // split among the consumer warps of a CTA and, where
@@ -28,15 +29,15 @@ inline constexpr int64_t kMaxSkinnyM = 32;
 
 // How the kernel gets W on chip (src/cuda/skinny: skinny_kernel.cuh for tma,
 // skinny_stream_kernel.cuh for the others). `automatic`: the tuned table or the heuristic.
-enum class SkinnyLoader { automatic, tma, registers, staged };
-const char* skinny_loader_name(SkinnyLoader l);  // "auto", "tma", "reg", "smem"
+enum class SkinnyLoader { automatic, tma, registers, staged, async };
+const char* skinny_loader_name(SkinnyLoader l);  // "auto", "tma", "reg", "smem", "async"
 SkinnyLoader parse_skinny_loader(const std::string& name);  // throws on an unknown name
 
 // The kernel shape of one call (see src/cuda/skinny/skinny_args.h).
 // tma: warps = consumer warps (2, 4, 8), stripes 1, 2, 4, stages = ring slots (2..8),
-// kslice = columns per slot (128, 256, 512). registers / staged: warps 4 or 8, stripes 1,
-// kslice = columns per batch (64 or 128), stages = batches in flight per warp (2 or 3 at
-// 64 columns, 2 at 128).
+// kslice = columns per slot (128, 256, 512). registers / staged / async: warps 4 or 8,
+// stripes 1, kslice = columns per batch (64 or 128), stages = batches in flight per warp
+// (registers, staged: 2 or 3 at 64 columns, 2 at 128 with M <= 8; async: 2..8 tiles).
 struct SkinnyPlan {
   SkinnyLoader loader = SkinnyLoader::tma;
   int n_tiles = 1;   // tiles of 8 tokens: 1, 2 or 4 (from M)

@@ -28,14 +28,16 @@ const char* skinny_loader_name(SkinnyLoader l) {
     case SkinnyLoader::tma: return "tma";
     case SkinnyLoader::registers: return "reg";
     case SkinnyLoader::staged: return "smem";
+    case SkinnyLoader::async: return "async";
   }
   return "?";
 }
 
 SkinnyLoader parse_skinny_loader(const std::string& name) {
-  for (SkinnyLoader l : {SkinnyLoader::automatic, SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged})
+  for (SkinnyLoader l : {SkinnyLoader::automatic, SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged,
+                         SkinnyLoader::async})
     if (name == skinny_loader_name(l)) return l;
-  throw Error("skinny loader '" + name + "': expected auto, tma, reg or smem");
+  throw Error("skinny loader '" + name + "': expected auto, tma, reg, smem or async");
 }
 
 std::string SkinnyPlan::describe() const {

@@ -61,7 +61,8 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
         Buffer cd = Buffer::allocate(Memory::device, size_t(16 * n) * 2);
         const auto ref_plain = reference(a, w, nullptr, 16), ref_res = reference(a, w, &r, 16);
         for (int64_t m = 1; m <= 16; ++m)
-          for (SkinnyLoader loader : {SkinnyLoader::automatic, SkinnyLoader::registers, SkinnyLoader::staged})
+          for (SkinnyLoader loader : {SkinnyLoader::automatic, SkinnyLoader::registers, SkinnyLoader::staged,
+                                      SkinnyLoader::async})
           for (bool residual : {false, true})
             for (bool split : {false, true}) {
               const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " " +
@@ -154,6 +155,28 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
                         MutableTensorView{cbd.data(), DType::bf16, 24, n}, nullptr, o);
           }, "at most 16");
         }
+  // The async loader (a run-time ring per warp) at M = 16: rings of 2..8 tiles of 64 and
+  // 128 columns; one too large for shared memory is a clear error.
+  for (int warps : {4, 8})
+    for (int stages : {2, 5, 8})
+      for (int kslice : {64, 128})
+        for (int splits : {1, 2}) {
+          SkinnyOptions o;
+          o.loader = SkinnyLoader::async, o.warps = warps, o.stages = stages, o.kslice = kslice, o.splits = splits;
+          const std::string what = "M=16 " + plan_skinny(m, n, k, o).describe();
+          const MutableTensorView cv{cd.data(), DType::bf16, m, n};
+          ASSERT_EQ(cudaMemset(cv.data, 0xff, size_t(m * n) * 2), cudaSuccess);
+          const TensorView av{ad.data(), DType::bf16, m, k}, wv{wd.data(), DType::bf16, n, k};
+          if (size_t(warps) * stages * 16 * kslice * 2 > 227 * 1024) {
+            test::expect_error([&] { skinny_gemm(av, wv, cv, nullptr, o); }, "shared memory");
+            continue;
+          }
+          skinny_gemm(av, wv, cv, nullptr, o);
+          const auto first = download16(cv.data, size_t(m * n));
+          EXPECT_LE(relative_error(DType::bf16, first, ref, m * n), 1e-2) << what;
+          skinny_gemm(av, wv, cv, nullptr, o);
+          EXPECT_EQ(download16(cv.data, size_t(m * n)), first) << what;
+        }
 }
 
 TEST(GpuSkinny, ActivationsWithoutSixteenByteAlignmentMatchToo) {
@@ -170,7 +193,7 @@ TEST(GpuSkinny, ActivationsWithoutSixteenByteAlignmentMatchToo) {
         std::memcpy(&a_used.bytes[size_t(i * k) * 2], &a.bytes[size_t(i * lda + 1) * 2], size_t(k) * 2);
       const auto ref = reference(a_used, w, nullptr, m);
       Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
-      for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged})
+      for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged, SkinnyLoader::async})
       for (int splits : {1, 4}) {
         if (m > 16 && loader != SkinnyLoader::tma) continue;
         const std::string what = std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " splits " +
@@ -196,7 +219,7 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
   const int64_t n = 1024, m = 4;
   const HostMatrix w = random_matrix(n, n, DType::bf16, 21, 0.02f), x = random_matrix(m, n, DType::bf16, 22);
   Buffer wd = upload(w);
-  for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged}) {
+  for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged, SkinnyLoader::async}) {
   std::vector<uint16_t> results[2];
   for (int pdl = 0; pdl < 2; ++pdl) {
     Buffer a = upload(x), b = Buffer::allocate(Memory::device, size_t(m * n) * 2);

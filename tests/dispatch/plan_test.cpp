@@ -132,6 +132,12 @@ TEST(SkinnyPlan, StreamingKernelShapesAndErrors) {
   o.loader = SkinnyLoader::staged;
   EXPECT_THROW(plan_skinny(17, 64, 4096, o), Error);  // the streaming kernel stops at M = 16
   EXPECT_EQ(parse_skinny_loader("smem"), SkinnyLoader::staged);
+  EXPECT_EQ(parse_skinny_loader("async"), SkinnyLoader::async);
+  o = {};
+  o.loader = SkinnyLoader::async, o.stages = 9;
+  EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
+  o.stages = 8, o.kslice = 128;
+  EXPECT_EQ(plan_skinny(16, 64, 4096, o).describe(), "l=async,w=4,r=1,p=8,c=128,s=4");  // 4 row groups: split
   EXPECT_THROW(parse_skinny_loader("dma"), Error);
 }
 

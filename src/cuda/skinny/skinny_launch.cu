@@ -88,6 +88,11 @@ void check_skinny_shape(const SkinnyShape& s) {
     KBIT_REQUIRE(s.stripes == 1, "skinny kernel (loader ", l, "): stripes must be 1, got ", s.stripes);
     KBIT_REQUIRE(s.kslice == skinny::kStreamBatchColumnsSmall || s.kslice == skinny::kStreamBatchColumnsLarge,
                  "skinny kernel (loader ", l, "): kslice (columns per batch) must be 64 or 128, got ", s.kslice);
+    if (s.loader == SkinnyLoader::async) {
+      KBIT_REQUIRE(s.stages >= 2 && s.stages <= 8, "skinny kernel (loader async): stages (tiles in each warp's ring) "
+                   "must be 2..8, got ", s.stages);
+      return;
+    }
     KBIT_REQUIRE(s.stages == 2 || (s.stages == 3 && s.kslice == 64), "skinny kernel (loader ", l,
                  "): stages (batches in flight) must be 2 or 3 (2 with kslice 128), got ", s.stages);
     KBIT_REQUIRE(s.kslice == 64 || s.n_tiles == 1, "skinny kernel (loader ", l,
@@ -104,12 +109,16 @@ void check_skinny_shape(const SkinnyShape& s) {
 
 size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
   if (s.loader != SkinnyLoader::tma)
-    return skinny::stream_shared_bytes(s.warps, s.n_tiles, s.kslice, s.loader == SkinnyLoader::staged);
+    return skinny::stream_shared_bytes(s.warps, s.n_tiles, s.kslice, stream_tiles_per_warp(s));
   return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream) {
   if (s.loader != SkinnyLoader::tma) {
+    const size_t smem = skinny_shared_bytes(s, a.M);
+    KBIT_REQUIRE(smem <= kMaxSkinnySharedBytes, "skinny kernel (loader ", skinny_loader_name(s.loader), "): ",
+                 s.warps, " warps x ", s.stages, " tiles of 16 x ", s.kslice, " columns need ", smem,
+                 " bytes of shared memory per CTA (at most ", kMaxSkinnySharedBytes, ")");
     KBIT_REQUIRE(a.ldw < (int64_t(1) << 27), "skinny kernel (loader ", skinny_loader_name(s.loader),
                  "): W's row stride ", a.ldw, " is too long for its 32-bit offsets (use loader tma)");
     with_dtype_and_tiles(s, t, [&]<typename T, int NT>() {

@@ -44,8 +44,9 @@ namespace skinny {
 // Columns per batch (the instantiated kslice values): 128 or 256 bytes of each row.
 constexpr int kStreamBatchColumnsSmall = 64, kStreamBatchColumnsLarge = 128;
 
-__host__ __device__ constexpr size_t stream_shared_bytes(int warps, int n_tiles, int batch_columns, bool staged) {
-  const size_t tiles = staged ? size_t(warps) * 16 * batch_columns * 2 : 0;
+// Tiles per warp: 0 (registers), 1 (staged) or the ring's stages (async).
+__host__ __device__ constexpr size_t stream_shared_bytes(int warps, int n_tiles, int batch_columns, int tiles_per_warp) {
+  const size_t tiles = size_t(warps) * tiles_per_warp * 16 * batch_columns * 2;
   const size_t red = reduction_bytes(warps, 1, n_tiles);
   return tiles > red ? tiles : red;
 }
@@ -59,15 +60,42 @@ __device__ __forceinline__ uint4 load_w16(const uint16_t* p, uint64_t policy) {
   return v;
 }
 
+// 16 bytes of W copied to shared memory without passing through registers (cp.async,
+// L2 only, evict-first); `bytes` 0 fills zeros (columns past K).
+__device__ __forceinline__ void copy_w16(uint32_t dst, const uint16_t* src, int bytes, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src), "r"(bytes),
+               "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most n of this thread's copy groups are pending (n = 0..7).
+__device__ __forceinline__ void copy_wait_pending(int n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+  }
+}
+
+// The loaders of this kernel (SkinnyLoader registers, staged, async).
+constexpr int kLoadRegisters = 0, kLoadStaged = 1, kLoadAsync = 2;
+
 }  // namespace skinny
 
-// BC: columns per batch (64 or 128); D: batches in flight per warp; STAGED: the loader.
-template <typename T, int NT, int WARPS, int BC, int D, bool STAGED>
+// BC: columns per batch (64 or 128); D: batches in flight per warp (registers, staged; the
+// async loader takes a.stages at run time); LOADER: kLoadRegisters, kLoadStaged, kLoadAsync.
+template <typename T, int NT, int WARPS, int BC, int D, int LOADER>
 __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_kernel(const __grid_constant__ SkinnyArgs a) {
   using namespace skinny;
   constexpr int kSteps = BC / 32;         // 32-column MMA steps per batch
   constexpr int kLoads = 2 * kSteps;      // 16-byte W loads per lane per batch (16 rows)
   constexpr int kRowBytes = BC * 2;       // a row of the staged tile
+  constexpr bool STAGED = LOADER != kLoadRegisters;  // the shared-memory tile layout
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const int splits = int(gridDim.y), split = int(blockIdx.y);
@@ -94,7 +122,6 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   for (int l = 0; l < kLoads; ++l) w_off[l] = (min(row_base + row_of(l), a.N - 1) - row_base) * ldw + col_of(l);
   const uint16_t* const xbase = static_cast<const uint16_t*>(a.x);
 
-  uint4 wv[D][kLoads];
   auto load_w = [&](uint4(&dst)[kLoads], int i) {
     const int col0 = (b0 + warp + i * WARPS) * BC;
 #pragma unroll
@@ -121,28 +148,20 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   float acc[1][NT][4], acc_hi[1][NT][4];
   zero(acc);
   zero(acc_hi);
-  unsigned char* const tile = smem + size_t(warp) * 16 * kRowBytes;
-  auto compute = [&](const uint4(&w)[kLoads], const uint4(&x)[kSteps][NT]) {
-    uint4 frag[2][kSteps];  // [half][step]
-    if constexpr (STAGED) {
-      __syncwarp();  // the previous batch's fragments have been read
+  // The warp's tile (staged), or ring of a.stages tiles (async).
+  const int tiles_per_warp = LOADER == kLoadAsync ? a.stages : 1;
+  unsigned char* const tile = smem + size_t(warp) * tiles_per_warp * 16 * kRowBytes;
+  // Fragments of rows g, g + 8 from a staged tile.
+  auto read_tile = [&](const unsigned char* t, uint4(&frag)[2][kSteps]) {
 #pragma unroll
-      for (int l = 0; l < kLoads; ++l) {
-        const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
-        *reinterpret_cast<uint4*>(tile + row * kRowBytes + chunk * 16) = w[l];
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) {
+        const int row = g + 8 * h, chunk = (4 * j + c) ^ (4 * (row & 1));
+        frag[h][j] = *reinterpret_cast<const uint4*>(t + row * kRowBytes + chunk * 16);
       }
-      __syncwarp();
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int j = 0; j < kSteps; ++j) {
-          const int row = g + 8 * h, chunk = (4 * j + c) ^ (4 * (row & 1));
-          frag[h][j] = *reinterpret_cast<const uint4*>(tile + row * kRowBytes + chunk * 16);
-        }
-    } else {
-#pragma unroll
-      for (int l = 0; l < kLoads; ++l) frag[l / kSteps][l % kSteps] = w[l];
-    }
+  };
+  auto multiply = [&](const uint4(&frag)[2][kSteps], const uint4(&x)[kSteps][NT]) {
 #pragma unroll
     for (int j = 0; j < kSteps; ++j) {
       const uint4 w0 = frag[0][j], w1 = frag[1][j];
@@ -154,7 +173,60 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       }
     }
   };
+  auto compute = [&](const uint4(&w)[kLoads], const uint4(&x)[kSteps][NT]) {
+    uint4 frag[2][kSteps];  // [half][step]
+    if constexpr (STAGED) {
+      __syncwarp();  // the previous batch's fragments have been read
+#pragma unroll
+      for (int l = 0; l < kLoads; ++l) {
+        const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
+        *reinterpret_cast<uint4*>(tile + row * kRowBytes + chunk * 16) = w[l];
+      }
+      __syncwarp();
+      read_tile(tile, frag);
+    } else {
+#pragma unroll
+      for (int l = 0; l < kLoads; ++l) frag[l / kSteps][l % kSteps] = w[l];
+    }
+    multiply(frag, x);
+  };
 
+  if constexpr (LOADER == kLoadAsync) {
+    // Batch i goes to tile i % stages of the warp's ring as one copy group per thread;
+    // waiting until stages - 1 groups are pending means batch i has landed (for this
+    // thread's copies; __syncwarp shares them with the warp).
+    const int stages = a.stages;
+    const uint32_t ring = shared_address(tile);
+    auto issue = [&](int i) {
+      const int col0 = (b0 + warp + i * WARPS) * BC;
+      const uint32_t dst = ring + uint32_t((i % stages) * 16 * kRowBytes);
+#pragma unroll
+      for (int l = 0; l < kLoads; ++l) {
+        const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
+        copy_w16(dst + uint32_t(row * kRowBytes + chunk * 16), wbase + (w_off[l] + col0),
+                 col0 + col_of(l) < a.K ? 16 : 0, policy);
+      }
+    };
+    for (int i = 0; i + 1 < stages; ++i) {
+      if (i < mine) issue(i);
+      copy_commit();
+    }
+    if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    for (int i = 0; i < mine; ++i) {
+      if (i + stages - 1 < mine) issue(i + stages - 1);
+      copy_commit();  // an empty group past the end keeps the count
+      uint4 xv[kSteps][NT];
+      load_x(xv, i);
+      copy_wait_pending(stages - 1);
+      __syncwarp();
+      uint4 frag[2][kSteps];
+      read_tile(tile + (i % stages) * 16 * kRowBytes, frag);
+      __syncwarp();  // read before iteration i + 1 refills the tile
+      multiply(frag, xv);
+    }
+    copy_wait_pending(0);
+  } else {
+  uint4 wv[D][kLoads];
   // Weights first: they do not depend on the previous kernel.
 #pragma unroll
   for (int d = 0; d + 1 < D; ++d)
@@ -173,6 +245,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       }
     }
   }
+  }
   if constexpr (kTwoChains) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -184,18 +257,28 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   reduce_and_store<T, NT, WARPS, 1>(acc, reinterpret_cast<float*>(smem), a, row_base);
 }
 
+inline int stream_tiles_per_warp(const SkinnyShape& s) {
+  return s.loader == SkinnyLoader::async ? s.stages : s.loader == SkinnyLoader::staged ? 1 : 0;
+}
+
 // The instantiated (kslice, stages): 64 columns x 2 or 3 batches, and with one token tile
 // 128 columns x 2 (the others spill at 128 registers; check_skinny_shape refuses them).
+// The async loader: 64 or 128 columns, any stages (a run-time ring).
 template <typename T, int NT, typename F>
 auto with_stream_instance(const SkinnyShape& s, F&& f) {
+  using namespace skinny;
   auto with_warps = [&]<int WARPS>() {
+    if (s.loader == SkinnyLoader::async)
+      return s.kslice == 128 ? f.template operator()<T, NT, WARPS, 128, 0, kLoadAsync>()
+                             : f.template operator()<T, NT, WARPS, 64, 0, kLoadAsync>();
     const bool staged = s.loader == SkinnyLoader::staged;
     if constexpr (NT == 1)
-      if (s.kslice == 128) return staged ? f.template operator()<T, NT, WARPS, 128, 2, true>()
-                                         : f.template operator()<T, NT, WARPS, 128, 2, false>();
-    if (s.stages == 2) return staged ? f.template operator()<T, NT, WARPS, 64, 2, true>()
-                                     : f.template operator()<T, NT, WARPS, 64, 2, false>();
-    return staged ? f.template operator()<T, NT, WARPS, 64, 3, true>() : f.template operator()<T, NT, WARPS, 64, 3, false>();
+      if (s.kslice == 128) return staged ? f.template operator()<T, NT, WARPS, 128, 2, kLoadStaged>()
+                                         : f.template operator()<T, NT, WARPS, 128, 2, kLoadRegisters>();
+    if (s.stages == 2) return staged ? f.template operator()<T, NT, WARPS, 64, 2, kLoadStaged>()
+                                     : f.template operator()<T, NT, WARPS, 64, 2, kLoadRegisters>();
+    return staged ? f.template operator()<T, NT, WARPS, 64, 3, kLoadStaged>()
+                  : f.template operator()<T, NT, WARPS, 64, 3, kLoadRegisters>();
   };
   if (s.warps == 4) return with_warps.template operator()<4>();
   return with_warps.template operator()<8>();
@@ -205,9 +288,9 @@ auto with_stream_instance(const SkinnyShape& s, F&& f) {
 // (check_skinny_shape) keep such calls on the ring kernel.
 template <typename T, int NT>
 void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
-  with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, bool STAGED>() {
-    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, STAGED>;
-    const size_t smem = skinny::stream_shared_bytes(WARPS, N_, BC, STAGED);
+  with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER>() {
+    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER>;
+    const size_t smem = skinny::stream_shared_bytes(WARPS, N_, BC, stream_tiles_per_warp(s));
     if (smem > 48 * 1024)
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                  "skinny stream kernel: shared memory size");
@@ -235,11 +318,12 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
 
 template <typename T, int NT>
 SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int) {
-  return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, bool STAGED>() {
+  return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER>() {
     cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, STAGED>),
+    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER>),
                "skinny stream kernel: attributes");
-    return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes), skinny::stream_shared_bytes(WARPS, N_, BC, STAGED)};
+    return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes),
+                            skinny::stream_shared_bytes(WARPS, N_, BC, stream_tiles_per_warp(s))};
   });
 }
 
