@@ -312,7 +312,9 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
       ++n;
     }
     cfg.attrs = attr, cfg.numAttrs = unsigned(n);
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a), "skinny stream kernel: launch");
+    SkinnyArgs args = a;
+    args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), "skinny stream kernel: launch");
   });
 }
 
