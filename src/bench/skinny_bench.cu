@@ -76,8 +76,8 @@ std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
         }
   // async: 4 warps x stages x 16 rows x kslice columns fit 4 CTAs per SM up to 48 KB.
   for (int w : {4, 8})
-    for (auto [p, ks] : {std::pair{4, 64}, std::pair{6, 64}, std::pair{8, 64}, std::pair{2, 128}, std::pair{3, 128},
-                         std::pair{4, 128}})
+    for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{4, 64}, std::pair{6, 64}, std::pair{2, 128},
+                         std::pair{3, 128}, std::pair{4, 128}})
       for (int s : {1, 2}) {
         detail::LinearConfig c;
         c.bits = 16, c.n_tiles = nt, c.loader = SkinnyLoader::async, c.warps = w, c.stripes = 1, c.stages = p;

@@ -59,16 +59,21 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   p.source = forced ? "forced" : c ? "table" : "heuristic";
   // Planning without a GPU (host tests) assumes the H200's 132 SMs.
   const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;
-  p.loader = o.loader != SkinnyLoader::automatic ? o.loader : c ? c->loader : SkinnyLoader::tma;
-  const bool ring = p.loader == SkinnyLoader::tma;
-  // Untuned default of the ring (the H200 sweep over N = 7168, K = 3584, commit 22abcfa: the
-  // best shapes at M = 1, 8, 16 are all 3 slots of 256 columns): 4 consumer warps, 32 rows
-  // per CTA where that still gives every SM a CTA, else 16. Of the streaming kernel: 4
-  // warps, 16 rows, two 64-column batches in flight.
+  // Untuned default: the streaming kernel's async loader up to M = 16 (H200, commit
+  // 8c06927, N = 7168, K = 3584: 15.2 / 16.1 / 19.9 us at M = 1 / 8 / 16 against the ring's
+  // 17.4 / 18.1-19.1 / 20.0), the ring above.
+  const SkinnyLoader fallback = p.n_tiles <= 2 ? SkinnyLoader::async : SkinnyLoader::tma;
+  p.loader = o.loader != SkinnyLoader::automatic ? o.loader : c ? c->loader : fallback;
+  const bool ring = p.loader == SkinnyLoader::tma, async = p.loader == SkinnyLoader::async;
+  // The ring's default (the H200 sweep over N = 7168, K = 3584, commit 22abcfa: the best
+  // shapes at M = 1, 8, 16 are all 3 slots of 256 columns): 4 consumer warps, 32 rows per
+  // CTA where that still gives every SM a CTA, else 16. The streaming kernel's: 4 warps, 16
+  // rows; async: rings of two 128-column tiles (the best at M = 1, 8 and 16, 8c06927);
+  // registers and staged: two 64-column batches in flight.
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
   p.stripes = o.stripes ? o.stripes : c ? c->stripes : ring && (n + 31) / 32 >= sms ? 2 : 1;
   p.stages = o.stages ? o.stages : c ? c->stages : ring ? 3 : 2;
-  p.kslice = o.kslice ? o.kslice : c ? c->kslice : ring ? 256 : 64;
+  p.kslice = o.kslice ? o.kslice : c ? c->kslice : ring ? 256 : async ? 128 : 64;
   // The unit that a split must not leave empty: a 32-column step (ring) or a batch
   // (streaming kernel).
   const int64_t unit = ring ? 32 : p.kslice, k_steps = (k + unit - 1) / unit;

@@ -106,6 +106,7 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
         for (auto [stages, kslice] : {std::pair{2, 128}, std::pair{4, 256}, std::pair{3, 512}})
           for (int splits : {1, 2, 8}) {
             SkinnyOptions o;
+            o.loader = SkinnyLoader::tma;
             o.warps = warps, o.stripes = stripes, o.stages = stages, o.kslice = kslice, o.splits = splits;
             const std::string what = "M=" + std::to_string(mm) + " " + plan_skinny(mm, n, k, o).describe();
             const TensorView av{mm == m ? ad.data() : abd.data(), DType::bf16, mm, k};
@@ -289,10 +290,12 @@ TEST(GpuSkinny, BadInputIsAClearError) {
   o.splits = 3;
   expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "cluster size");
   o = {};
-  o.stages = 9;
+  o.loader = SkinnyLoader::tma, o.stages = 9;
   expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "stages must be 2..8");
+  o.loader = SkinnyLoader::async;
+  expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "must be 2..8");
   o = {};
-  o.kslice = 64;
+  o.loader = SkinnyLoader::tma, o.kslice = 64;
   expect_error([&] { skinny_gemm(a, w, c, nullptr, o); }, "kslice");
   o = {};
   o.loader = SkinnyLoader::registers, o.stripes = 2;

@@ -85,13 +85,15 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   EXPECT_EQ(plan_skinny(16, 7168, 3584).n_tiles, 2);
   EXPECT_EQ(plan_skinny(17, 7168, 3584).n_tiles, 4);
   EXPECT_EQ(plan_skinny(32, 7168, 3584).n_tiles, 4);
-  // 224 row groups (of 32 rows) cover 132 SMs: no cluster split; 16 (N = 512) need one.
+  // 448 row groups (of 16 rows) cover 132 SMs: no cluster split; 32 (N = 512) need one.
   EXPECT_EQ(plan_skinny(1, 7168, 3584).splits, 1);
   EXPECT_GT(plan_skinny(1, 512, 2048).splits, 1);
   EXPECT_EQ(plan_skinny(1, 512, 8).splits, 1);  // one 32-column step: no split can be non-empty
   SkinnyOptions o;
-  o.splits = 8;
-  EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 2);  // K = 64 is two steps
+  o.loader = SkinnyLoader::tma, o.splits = 8;
+  EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 2);  // K = 64 is two 32-column steps of the ring
+  o.loader = SkinnyLoader::automatic;
+  EXPECT_EQ(plan_skinny(1, 64, 64, o).splits, 1);  // one 128-column batch of the async loader
   EXPECT_STREQ(plan_skinny(1, 64, 64, o).source, "forced");
   // Each override outside its instantiated values is an error.
   for (auto bad : std::initializer_list<void (*)(SkinnyOptions&)>{
@@ -103,7 +105,9 @@ TEST(SkinnyPlan, ShapesAndErrors) {
     EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
   }
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
-  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
+  // Untuned (no GPU here, so no table): the async streaming kernel up to M = 16, the ring above.
+  EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
+  EXPECT_EQ(plan_skinny(17, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
 }
 

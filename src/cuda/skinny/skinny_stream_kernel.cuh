@@ -32,6 +32,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "../bulk_copy.cuh"
 #include "../common.cuh"
 #include "skinny_args.h"
@@ -294,6 +296,12 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
     if (smem > 48 * 1024)
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                  "skinny stream kernel: shared memory size");
+    // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
+    // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
+    const int ctas_per_sm = 512 / (WARPS * 32);
+    const int carveout = int(std::min<size_t>(100, (size_t(ctas_per_sm) * (smem + 1024) * 100 + 228 * 1024 - 1) / (228 * 1024)));
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
+               "skinny stream kernel: shared memory carveout");
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(unsigned((a.N + 15) / 16), unsigned(s.splits));
     cfg.blockDim = dim3(WARPS * 32);
