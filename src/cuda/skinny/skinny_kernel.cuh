@@ -1,5 +1,7 @@
 // Skinny GEMM on dense 16-bit weights: C[M, N] = A[M, K] W[N, K]^T (+ bias) (+ R),
-// fp32 accumulation, for decode-sized M (1..32). The kernel of kbit::skinny_gemm.
+// fp32 accumulation, for decode-sized M (1..32). The ring kernel (loader tma) of
+// kbit::skinny_gemm: the default above M = 16; up to 16 the streaming kernel
+// (skinny_stream_kernel.cuh) is faster (15.1 against 17.1 us at M = 1, ninth session).
 //
 // Computes C^T = W A^T with mma.sync.m16n8k16: 16 rows of W are the A operand, 8
 // tokens the B operand. A CTA owns 16 * R rows (R stripes) over its K range. Lane 0 of
@@ -205,32 +207,11 @@ auto with_skinny_instance(const SkinnyShape& s, F&& f) {
 template <typename T, int NT>
 void launch_skinny_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
   with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R>() {
-    auto kernel = skinny_kernel<TT, N_, WARPS, R>;
-    const size_t smem = skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M);
-    if (smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                 "skinny kernel: shared memory size");
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((a.N + 16 * R - 1) / (16 * R)), unsigned(s.splits));
-    cfg.blockDim = dim3((WARPS + 1) * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2]{};
-    int n = 0;
-    if (s.splits > 1) {
-      attr[n].id = cudaLaunchAttributeClusterDimension;
-      attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(s.splits), attr[n].val.clusterDim.z = 1;
-      ++n;
-    }
-    if (a.pdl) {
-      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[n].val.programmaticStreamSerializationAllowed = 1;
-      ++n;
-    }
-    cfg.attrs = attr, cfg.numAttrs = unsigned(n);
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), "skinny kernel: launch");
+    launch_skinny_grid(skinny_kernel<TT, N_, WARPS, R>, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits,
+                       (WARPS + 1) * 32, skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M), stream,
+                       "skinny kernel: launch");
   });
 }
 

@@ -1,12 +1,12 @@
 // Skinny GEMM, streaming kernel: C[M, N] = A[M, K] W[N, K]^T (+ bias) (+ R), fp32
-// accumulation, M = 1..32; the other kernel of kbit::skinny_gemm (loaders `registers` and
-// `staged`; skinny_kernel.cuh is the TMA ring).
+// accumulation, M = 1..16; the other kernel of kbit::skinny_gemm (loaders `registers`,
+// `staged` and `async`; skinny_kernel.cuh is the TMA ring).
 //
 // Why: a plain kernel reads the Kimi-K3 latent weight (51.4 MB) in 12.9 us when its load
 // instructions each cover 4 rows x 128 bytes or wider, with 448 CTAs (bench/calibration/
 // read_floor.cu), while the TMA ring without any MMA streams it in 15.2 us (ninth session).
-// So W goes straight from global memory into registers: no producer warp, no ring, no
-// barriers, D batches of loads in flight per warp.
+// So each warp fetches its own W with plain loads or cp.async: no producer warp, no
+// CTA-wide ring, no barrier in the loop.
 //
 // Layout: C^T = W A^T with mma.sync.m16n8k16, 16 rows of W the A operand, 8 tokens the
 // B operand (as in the ring kernel). A CTA owns 16 rows; K is cut into batches of BC = 64
@@ -19,13 +19,18 @@
 //  - staged: lane (q = lane / 8, u = lane % 8) loads 16 bytes at column 64 p + 8 u of rows
 //    4 i + q (4 rows x 128 bytes per instruction), stores them to the warp's own tile of shared
 //    memory (16-byte chunks XOR-swizzled by 4 (row & 1): conflict-free both ways) and
-//    reads the fragments back; only __syncwarp, no CTA barrier in the loop.
+//    reads the fragments back; only __syncwarp, no CTA barrier in the loop;
+//  - async: the staged layout, but filled with cp.async (no registers in flight) into a
+//    ring of a.stages tiles per warp (the default: the fastest at every M <= 16).
 // A is read through L1 (all CTAs of an SM share it) as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
 // griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
 // Launch: grid (row groups of 16 rows, splits), WARPS * 32 threads, at most 128 registers
 // per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled).
-// Measured: see BENCHMARKS.md (not yet run when written).
+// Measured (H200, 2026-11-30, commit e6fa8bc, N = 7168, K = 3584, bf16 + residual, the
+// tuned async shapes): M = 1 15.1 us, M = 8 16.0 us (cuBLAS addmm 17.1-17.3), M = 16
+// 19.8 us (cuBLAS 15.5; ncu: A mostly from L2, once per CTA). The reg and smem loaders:
+// 17.0-19.2 us at M = 1 (registers hold too few bytes in flight). Read floor 12.8 us.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -293,36 +298,16 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
   with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER>() {
     auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER>;
     const size_t smem = skinny::stream_shared_bytes(WARPS, N_, BC, stream_tiles_per_warp(s));
-    if (smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                 "skinny stream kernel: shared memory size");
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
     const int ctas_per_sm = 512 / (WARPS * 32);
     const int carveout = int(std::min<size_t>(100, (size_t(ctas_per_sm) * (smem + 1024) * 100 + 228 * 1024 - 1) / (228 * 1024)));
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
                "skinny stream kernel: shared memory carveout");
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((a.N + 15) / 16), unsigned(s.splits));
-    cfg.blockDim = dim3(WARPS * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2]{};
-    int n = 0;
-    if (s.splits > 1) {
-      attr[n].id = cudaLaunchAttributeClusterDimension;
-      attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(s.splits), attr[n].val.clusterDim.z = 1;
-      ++n;
-    }
-    if (a.pdl) {
-      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[n].val.programmaticStreamSerializationAllowed = 1;
-      ++n;
-    }
-    cfg.attrs = attr, cfg.numAttrs = unsigned(n);
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), "skinny stream kernel: launch");
+    launch_skinny_grid(kernel, args, unsigned((a.N + 15) / 16), s.splits, WARPS * 32, smem, stream,
+                       "skinny stream kernel: launch");
   });
 }
 
