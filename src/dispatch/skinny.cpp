@@ -61,8 +61,12 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;
   // Untuned default: the streaming kernel's async loader up to M = 16 (H200, commit
   // 8c06927, N = 7168, K = 3584: 15.2 / 16.1 / 19.9 us at M = 1 / 8 / 16 against the ring's
-  // 17.4 / 18.1-19.1 / 20.0), the ring above.
-  const SkinnyLoader fallback = p.n_tiles <= 2 ? SkinnyLoader::async : SkinnyLoader::tma;
+  // 17.4 / 18.1-19.1 / 20.0), the ring above, and at M = 9-16 on weights of 48 M elements
+  // or more, where the ring's 32-row CTAs share A better (dense projections at e6fa8bc
+  // against 4604268, M = 16: glm47 q 46.9 against 36.4 us, o 42.3 / 40.9, shared_gu
+  // 71.7 / 68.5; below 48 M the async loader was as fast or faster: Kimi 19.7 / 20.0).
+  const bool large_at_two_tiles = p.n_tiles == 2 && n * k >= int64_t(48) << 20;
+  const SkinnyLoader fallback = p.n_tiles <= 2 && !large_at_two_tiles ? SkinnyLoader::async : SkinnyLoader::tma;
   p.loader = o.loader != SkinnyLoader::automatic ? o.loader : c ? c->loader : fallback;
   const bool ring = p.loader == SkinnyLoader::tma, async = p.loader == SkinnyLoader::async;
   // The ring's default (the H200 sweep over N = 7168, K = 3584, commit 22abcfa: the best

@@ -108,6 +108,10 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   // Untuned (no GPU here, so no table): the async streaming kernel up to M = 16, the ring above.
   EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
   EXPECT_EQ(plan_skinny(17, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
+  // M = 9-16 on large weights (glm47 q: 12288 x 5120): the ring.
+  EXPECT_EQ(plan_skinny(16, 12288, 5120).loader, SkinnyLoader::tma);
+  EXPECT_EQ(plan_skinny(8, 12288, 5120).loader, SkinnyLoader::async);
+  EXPECT_EQ(plan_skinny(16, 3072, 5120).loader, SkinnyLoader::async);
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
 }
 
