@@ -46,47 +46,6 @@ __global__ void __launch_bounds__(256) read_floor_kernel(const uint4* __restrict
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; practically never taken
 }
 
-// The swept kernel shapes for M: the ring's consumer warps x stripes x ring (stages,
-// kslice) x cluster splits, skipping rings that do not fit in shared memory at this M;
-// then (M <= 16) the streaming kernel's loaders x warps x batches in flight x splits.
-std::vector<detail::LinearConfig> sweep_candidates(int64_t m) {
-  std::vector<detail::LinearConfig> out;
-  const int nt = plan_skinny(m, 1, 8).n_tiles;
-  for (int w : {2, 4, 8})
-    for (int r : {1, 2, 4})
-      for (auto [p, ks] : {std::pair{4, 128}, std::pair{8, 128}, std::pair{3, 256}, std::pair{4, 256},
-                           std::pair{6, 256}, std::pair{3, 512}, std::pair{4, 512}})
-        for (int s : {1, 2, 4}) {
-          detail::LinearConfig c;
-          c.bits = 16, c.n_tiles = nt, c.warps = w, c.stripes = r, c.stages = p, c.kslice = ks, c.splits = s;
-          const cuda::detail::SkinnyShape shape{nt, w, r, p, ks, s, SkinnyLoader::tma};
-          if (cuda::detail::skinny_shared_bytes(shape, int(m)) > cuda::detail::kMaxSkinnySharedBytes) continue;
-          out.push_back(c);
-        }
-  if (nt > 2) return out;  // the streaming kernel stops at M = 16
-  for (SkinnyLoader l : {SkinnyLoader::registers, SkinnyLoader::staged})
-    for (int w : {4, 8})
-      for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{2, 128}})
-        for (int s : {1, 2, 4}) {
-          detail::LinearConfig c;
-          c.bits = 16, c.n_tiles = nt, c.loader = l, c.warps = w, c.stripes = 1, c.stages = p, c.kslice = ks;
-          c.splits = s;
-          if (ks == 128 && nt > 1) continue;  // not instantiated: it would spill
-          out.push_back(c);
-        }
-  // async: 4 warps x stages x 16 rows x kslice columns fit 4 CTAs per SM up to 48 KB.
-  for (int w : {4, 8})
-    for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{4, 64}, std::pair{6, 64}, std::pair{2, 128},
-                         std::pair{3, 128}, std::pair{4, 128}})
-      for (int s : {1, 2}) {
-        detail::LinearConfig c;
-        c.bits = 16, c.n_tiles = nt, c.loader = SkinnyLoader::async, c.warps = w, c.stripes = 1, c.stages = p;
-        c.kslice = ks, c.splits = s;
-        out.push_back(c);
-      }
-  return out;
-}
-
 SkinnyOptions options_of(const detail::LinearConfig& c) {
   SkinnyOptions o;
   o.loader = c.loader;
@@ -95,6 +54,43 @@ SkinnyOptions options_of(const detail::LinearConfig& c) {
 }
 
 }  // namespace
+
+// The swept kernel shapes for M: the ring's consumer warps x stripes x ring (stages,
+// kslice) x cluster splits; the streaming kernel's loaders x warps x batches (or ring
+// tiles) x splits. Only shapes that are instantiated (check_skinny_shape, which knows
+// the ones that would spill or stop at M = 16) and fit in shared memory at this M.
+std::vector<detail::LinearConfig> skinny_sweep_candidates(int64_t m) {
+  std::vector<detail::LinearConfig> out;
+  const int nt = plan_skinny(m, 1, 8).n_tiles;
+  auto add = [&](SkinnyLoader l, int w, int r, int p, int ks, int s) {
+    const cuda::detail::SkinnyShape shape{nt, w, r, p, ks, s, l};
+    try {
+      cuda::detail::check_skinny_shape(shape);
+    } catch (const Error&) {
+      return;
+    }
+    if (cuda::detail::skinny_shared_bytes(shape, int(m)) > cuda::detail::kMaxSkinnySharedBytes) return;
+    detail::LinearConfig c;
+    c.bits = 16, c.n_tiles = nt, c.loader = l, c.warps = w, c.stripes = r, c.stages = p, c.kslice = ks, c.splits = s;
+    out.push_back(c);
+  };
+  for (int w : {2, 4, 8})
+    for (int r : {1, 2, 4})
+      for (auto [p, ks] : {std::pair{4, 128}, std::pair{8, 128}, std::pair{3, 256}, std::pair{4, 256},
+                           std::pair{6, 256}, std::pair{3, 512}, std::pair{4, 512}})
+        for (int s : {1, 2, 4}) add(SkinnyLoader::tma, w, r, p, ks, s);
+  for (SkinnyLoader l : {SkinnyLoader::registers, SkinnyLoader::staged})
+    for (int w : {4, 8})
+      for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{2, 128}})
+        for (int s : {1, 2, 4}) add(l, w, 1, p, ks, s);
+  // async: 4 warps x stages x 16 rows x kslice columns fit 4 CTAs per SM up to 48 KB.
+  for (int w : {4, 8})
+    for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{4, 64}, std::pair{6, 64}, std::pair{2, 128},
+                         std::pair{3, 128}, std::pair{4, 128}})
+      for (int s : {1, 2}) add(SkinnyLoader::async, w, 1, p, ks, s);
+  return out;
+}
+
 
 detail::LinearConfig parse_skinny_config(const std::string& text) {
   detail::LinearConfig c;
@@ -245,7 +241,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
     if (o.mode == "sweep") {
       const SkinnyLoader only = parse_skinny_loader(o.loader);
       std::vector<detail::LinearConfig> all;
-      for (const auto& c : sweep_candidates(m))
+      for (const auto& c : skinny_sweep_candidates(m))
         if (only == SkinnyLoader::automatic || c.loader == only) all.push_back(c);
       for (size_t i = 0; i < all.size(); ++i)
         if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);

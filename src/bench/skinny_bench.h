@@ -44,6 +44,8 @@ struct SkinnyBenchRow {
 
 // "w=8,r=1,u=4,s=2" <-> a table entry (bits 16).
 detail::LinearConfig parse_skinny_config(const std::string& text);
+// The kernel shapes `--mode sweep` times at M (every one instantiated and fitting).
+std::vector<detail::LinearConfig> skinny_sweep_candidates(int64_t m);
 std::string skinny_config_name(const detail::LinearConfig& c);
 
 std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o);

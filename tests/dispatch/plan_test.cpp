@@ -164,6 +164,25 @@ TEST(SkinnyPlan, RingsFitInSharedMemory) {
     }
 }
 
+TEST(SkinnyConfig, EverySweepCandidateIsAValidPlan) {
+  for (int64_t m : {1, 8, 16, 32}) {
+    const auto all = bench::skinny_sweep_candidates(m);
+    EXPECT_GT(all.size(), 100u) << "M=" << m;
+    bool streaming = false;
+    for (const auto& c : all) {
+      SkinnyOptions o;
+      o.loader = c.loader, o.warps = c.warps, o.stripes = c.stripes, o.stages = c.stages, o.kslice = c.kslice;
+      o.splits = c.splits;
+      EXPECT_NO_THROW(plan_skinny(m, 7168, 3584, o)) << "M=" << m << " " << bench::skinny_config_name(c);
+      streaming |= c.loader != SkinnyLoader::tma;
+      // 128-column batches through registers spill with two token tiles: not instantiated
+      if (c.loader == SkinnyLoader::registers || c.loader == SkinnyLoader::staged)
+        EXPECT_TRUE(c.kslice == 64 || m <= 8) << bench::skinny_config_name(c);
+    }
+    EXPECT_EQ(streaming, m <= 16) << "M=" << m;  // the streaming kernel stops at M = 16
+  }
+}
+
 TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
   const auto c = bench::parse_skinny_config("w=4,r=2,p=3,c=512,s=4");
   EXPECT_EQ(c.bits, 16);
