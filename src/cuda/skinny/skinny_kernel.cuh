@@ -207,32 +207,11 @@ auto with_skinny_instance(const SkinnyShape& s, F&& f) {
 template <typename T, int NT>
 void launch_skinny_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
   with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R>() {
-    auto kernel = skinny_kernel<TT, N_, WARPS, R>;
-    const size_t smem = skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M);
-    if (smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                 "skinny kernel: shared memory size");
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((a.N + 16 * R - 1) / (16 * R)), unsigned(s.splits));
-    cfg.blockDim = dim3((WARPS + 1) * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2]{};
-    int n = 0;
-    if (s.splits > 1) {
-      attr[n].id = cudaLaunchAttributeClusterDimension;
-      attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(s.splits), attr[n].val.clusterDim.z = 1;
-      ++n;
-    }
-    if (a.pdl) {
-      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[n].val.programmaticStreamSerializationAllowed = 1;
-      ++n;
-    }
-    cfg.attrs = attr, cfg.numAttrs = unsigned(n);
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), "skinny kernel: launch");
+    launch_skinny_grid(skinny_kernel<TT, N_, WARPS, R>, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits,
+                       (WARPS + 1) * 32, skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M), stream,
+                       "skinny kernel: launch");
   });
 }
 

@@ -41,6 +41,34 @@ __host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int
 
 }  // namespace skinny
 
+// Launches one of the skinny kernels over (row groups, splits) with its dynamic shared
+// memory, a cluster of `splits` CTAs along y when K is split, and PDL when asked.
+template <typename Kernel>
+void launch_skinny_grid(Kernel kernel, const SkinnyArgs& args, unsigned row_groups, int splits, unsigned threads,
+                        size_t smem, cudaStream_t stream, const char* what) {
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(row_groups, unsigned(splits));
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2]{};
+  int n = 0;
+  if (splits > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(splits), attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (args.pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr, cfg.numAttrs = unsigned(n);
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), what);
+}
+
 // acc: C^T rows (16 r + g, 16 r + g + 8) x tokens (8 nt + 2 c, + 1) of warp `warp`'s K
 // range; warps 0..WARPS-1 hold partial sums, any further warps (the ring kernel's
 // producer) only take part in the barriers. `red`: reduction_bytes() of shared memory

@@ -298,36 +298,16 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
   with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER>() {
     auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER>;
     const size_t smem = skinny::stream_shared_bytes(WARPS, N_, BC, stream_tiles_per_warp(s));
-    if (smem > 48 * 1024)
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                 "skinny stream kernel: shared memory size");
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
     const int ctas_per_sm = 512 / (WARPS * 32);
     const int carveout = int(std::min<size_t>(100, (size_t(ctas_per_sm) * (smem + 1024) * 100 + 228 * 1024 - 1) / (228 * 1024)));
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
                "skinny stream kernel: shared memory carveout");
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((a.N + 15) / 16), unsigned(s.splits));
-    cfg.blockDim = dim3(WARPS * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2]{};
-    int n = 0;
-    if (s.splits > 1) {
-      attr[n].id = cudaLaunchAttributeClusterDimension;
-      attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(s.splits), attr[n].val.clusterDim.z = 1;
-      ++n;
-    }
-    if (a.pdl) {
-      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[n].val.programmaticStreamSerializationAllowed = 1;
-      ++n;
-    }
-    cfg.attrs = attr, cfg.numAttrs = unsigned(n);
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), "skinny stream kernel: launch");
+    launch_skinny_grid(kernel, args, unsigned((a.N + 15) / 16), s.splits, WARPS * 32, smem, stream,
+                       "skinny stream kernel: launch");
   });
 }
 
