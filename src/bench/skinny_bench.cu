@@ -83,11 +83,13 @@ std::vector<detail::LinearConfig> skinny_sweep_candidates(int64_t m) {
     for (int w : {4, 8})
       for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{2, 128}})
         for (int s : {1, 2, 4}) add(l, w, 1, p, ks, s);
-  // async: 4 warps x stages x 16 rows x kslice columns fit 4 CTAs per SM up to 48 KB.
-  for (int w : {4, 8})
-    for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{4, 64}, std::pair{6, 64}, std::pair{2, 128},
-                         std::pair{3, 128}, std::pair{4, 128}})
-      for (int s : {1, 2}) add(SkinnyLoader::async, w, 1, p, ks, s);
+  // async: 4 warps x stages x 16 rows x kslice columns fit 4 CTAs per SM up to 48 KB; two
+  // stripes (32 rows sharing each A fragment) with 8 warps keep 224 CTAs x 8 warps busy.
+  for (int r : {1, 2})
+    for (int w : {4, 8})
+      for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{4, 64}, std::pair{6, 64}, std::pair{2, 128},
+                           std::pair{3, 128}, std::pair{4, 128}})
+        for (int s : {1, 2}) add(SkinnyLoader::async, w, r, p, ks, s);
   return out;
 }
 

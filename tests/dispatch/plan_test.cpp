@@ -146,6 +146,11 @@ TEST(SkinnyPlan, StreamingKernelShapesAndErrors) {
   EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
   o.stages = 8, o.kslice = 128;
   EXPECT_EQ(plan_skinny(16, 64, 4096, o).describe(), "l=async,w=4,r=1,p=8,c=128,s=4");  // 4 row groups: split
+  EXPECT_THROW(plan_skinny(16, 64, 4096, [&] { auto b = o; b.stripes = 2; return b; }()), Error);  // 128 columns
+  o.stripes = 2, o.kslice = 64;
+  EXPECT_EQ(plan_skinny(16, 64, 4096, o).stripes, 2);  // two stripes: async only
+  o.loader = SkinnyLoader::staged, o.stages = 2, o.kslice = 64;
+  EXPECT_THROW(plan_skinny(16, 64, 4096, o), Error);
   EXPECT_THROW(parse_skinny_loader("dma"), Error);
 }
 

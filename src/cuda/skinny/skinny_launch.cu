@@ -85,10 +85,13 @@ void check_skinny_shape(const SkinnyShape& s) {
     const char* l = skinny_loader_name(s.loader);
     KBIT_REQUIRE(s.n_tiles <= 2, "skinny kernel (loader ", l, "): M must be at most 16 (loader tma above)");
     KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "skinny kernel (loader ", l, "): warps must be 4 or 8, got ", s.warps);
-    KBIT_REQUIRE(s.stripes == 1, "skinny kernel (loader ", l, "): stripes must be 1, got ", s.stripes);
+    KBIT_REQUIRE(s.stripes == 1 || (s.stripes == 2 && s.loader == SkinnyLoader::async), "skinny kernel (loader ", l,
+                 "): stripes must be 1 (or 2 with loader async), got ", s.stripes);
     KBIT_REQUIRE(s.kslice == skinny::kStreamBatchColumnsSmall || s.kslice == skinny::kStreamBatchColumnsLarge,
                  "skinny kernel (loader ", l, "): kslice (columns per batch) must be 64 or 128, got ", s.kslice);
     if (s.loader == SkinnyLoader::async) {
+      KBIT_REQUIRE(s.stripes == 1 || s.kslice == 64, "skinny kernel (loader async): two stripes need kslice 64 "
+                   "(128 would spill)");
       KBIT_REQUIRE(s.stages >= 2 && s.stages <= 8, "skinny kernel (loader async): stages (tiles in each warp's ring) "
                    "must be 2..8, got ", s.stages);
       return;
@@ -109,7 +112,7 @@ void check_skinny_shape(const SkinnyShape& s) {
 
 size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
   if (s.loader != SkinnyLoader::tma)
-    return skinny::stream_shared_bytes(s.warps, s.n_tiles, s.kslice, stream_tiles_per_warp(s));
+    return skinny::stream_shared_bytes(s.warps, s.stripes, s.n_tiles, s.kslice, stream_tiles_per_warp(s));
   return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 

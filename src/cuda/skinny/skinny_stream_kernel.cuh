@@ -21,12 +21,14 @@
 //    memory (16-byte chunks XOR-swizzled by 4 (row & 1): conflict-free both ways) and
 //    reads the fragments back; only __syncwarp, no CTA barrier in the loop;
 //  - async: the staged layout, but filled with cp.async (no registers in flight) into a
-//    ring of a.stages tiles per warp (the default: the fastest at every M <= 16).
+//    ring of a.stages tiles per warp (the default: the fastest at every M <= 16); it
+//    also takes R = 2 stripes (32-row CTAs, 64-column batches) whose MMAs share each A
+//    fragment, for half the A traffic per byte of W at M > 8 (not yet measured).
 // A is read through L1 (all CTAs of an SM share it) as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
 // griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
-// Launch: grid (row groups of 16 rows, splits), WARPS * 32 threads, at most 128 registers
-// per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled).
+// Launch: grid (row groups of 16 R rows, splits), WARPS * 32 threads, at most 128 registers
+// per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled with the register loaders).
 // Measured (H200, 2026-11-30, commit e6fa8bc, N = 7168, K = 3584, bf16 + residual, the
 // tuned async shapes): M = 1 15.1 us, M = 8 16.0 us (cuBLAS addmm 17.1-17.3), M = 16
 // 19.8 us (cuBLAS 15.5; ncu: A mostly from L2, once per CTA). The reg and smem loaders:
@@ -52,9 +54,10 @@ namespace skinny {
 constexpr int kStreamBatchColumnsSmall = 64, kStreamBatchColumnsLarge = 128;
 
 // Tiles per warp: 0 (registers), 1 (staged) or the ring's stages (async).
-__host__ __device__ constexpr size_t stream_shared_bytes(int warps, int n_tiles, int batch_columns, int tiles_per_warp) {
-  const size_t tiles = size_t(warps) * tiles_per_warp * 16 * batch_columns * 2;
-  const size_t red = reduction_bytes(warps, 1, n_tiles);
+__host__ __device__ constexpr size_t stream_shared_bytes(int warps, int stripes, int n_tiles, int batch_columns,
+                                                        int tiles_per_warp) {
+  const size_t tiles = size_t(warps) * tiles_per_warp * 16 * stripes * batch_columns * 2;
+  const size_t red = reduction_bytes(warps, stripes, n_tiles);
   return tiles > red ? tiles : red;
 }
 
@@ -96,11 +99,13 @@ constexpr int kLoadRegisters = 0, kLoadStaged = 1, kLoadAsync = 2;
 
 // BC: columns per batch (64 or 128); D: batches in flight per warp (registers, staged; the
 // async loader takes a.stages at run time); LOADER: kLoadRegisters, kLoadStaged, kLoadAsync.
-template <typename T, int NT, int WARPS, int BC, int D, int LOADER>
+template <typename T, int NT, int WARPS, int BC, int D, int LOADER, int R = 1>
 __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_kernel(const __grid_constant__ SkinnyArgs a) {
   using namespace skinny;
   constexpr int kSteps = BC / 32;         // 32-column MMA steps per batch
-  constexpr int kLoads = 2 * kSteps;      // 16-byte W loads per lane per batch (16 rows)
+  constexpr int kRows = 16 * R;           // rows of a CTA (R stripes of 16)
+  constexpr int kLoads = 2 * kSteps * R;  // 16-byte W loads per lane per batch
+  static_assert(R == 1 || LOADER != kLoadRegisters, "registers: one stripe");
   constexpr int kRowBytes = BC * 2;       // a row of the staged tile
   constexpr bool STAGED = LOADER != kLoadRegisters;  // the shared-memory tile layout
   extern __shared__ __align__(128) unsigned char smem[];
@@ -110,16 +115,18 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   // This CTA's batches [b0, b1): never empty (the host keeps splits <= batches).
   const int b0 = int(int64_t(batches) * split / splits), b1 = int(int64_t(batches) * (split + 1) / splits);
   const int mine = b1 - b0 > warp ? (b1 - b0 - warp + WARPS - 1) / WARPS : 0;
-  const int row_base = int(blockIdx.x) * 16;
+  const int row_base = int(blockIdx.x) * kRows;
   if (a.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const uint64_t policy = l2_evict_first_policy();
 
   // Load l of a batch. registers: rows g + 8 h (h = l / kSteps), columns 32 j + 8 c
-  // (j = l % kSteps). staged: rows 4 (l % 4) + q, columns 64 (l / 4) + 8 u.
+  // (j = l % kSteps). staged, async: rows 4 (l % 4R) + q, columns 64 (l / 4R) + 8 u.
   auto row_of = [&](int l) {
-    return STAGED ? 4 * (l % 4) + (lane >> 3) : g + 8 * (l / kSteps);
+    return STAGED ? 4 * (l % (4 * R)) + (lane >> 3) : g + 8 * (l / kSteps);
   };
-  auto col_of = [&](int l) { return STAGED ? 64 * (l / 4) + 8 * (lane & 7) : 32 * (l % kSteps) + 8 * c; };
+  auto col_of = [&](int l) {
+    return STAGED ? 64 * (l / (4 * R)) + 8 * (lane & 7) : 32 * (l % kSteps) + 8 * c;
+  };
   // 32-bit offsets from the row group's first row (the host keeps 16 rows below 2^31
   // elements): half the registers of one pointer per load. Rows past N read row N - 1.
   const uint16_t* const wbase = a.w + int64_t(row_base) * a.ldw;
@@ -151,37 +158,42 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       }
   };
 
-  constexpr bool kTwoChains = NT <= 4;
-  float acc[1][NT][4], acc_hi[1][NT][4];
+  constexpr bool kTwoChains = R * NT <= 2;
+  float acc[R][NT][4], acc_hi[R][NT][4];
   zero(acc);
   zero(acc_hi);
   // The warp's tile (staged), or ring of a.stages tiles (async).
   const int tiles_per_warp = LOADER == kLoadAsync ? a.stages : 1;
-  unsigned char* const tile = smem + size_t(warp) * tiles_per_warp * 16 * kRowBytes;
-  // Fragments of rows g, g + 8 from a staged tile.
-  auto read_tile = [&](const unsigned char* t, uint4(&frag)[2][kSteps]) {
+  unsigned char* const tile = smem + size_t(warp) * tiles_per_warp * kRows * kRowBytes;
+  // Fragments of rows 16 r + g, 16 r + g + 8 from a staged tile.
+  auto read_tile = [&](const unsigned char* t, uint4(&frag)[R][2][kSteps]) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int j = 0; j < kSteps; ++j) {
-        const int row = g + 8 * h, chunk = (4 * j + c) ^ (4 * (row & 1));
-        frag[h][j] = *reinterpret_cast<const uint4*>(t + row * kRowBytes + chunk * 16);
-      }
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j) {
+          const int row = 16 * r + g + 8 * h, chunk = (4 * j + c) ^ (4 * (row & 1));
+          frag[r][h][j] = *reinterpret_cast<const uint4*>(t + row * kRowBytes + chunk * 16);
+        }
   };
-  auto multiply = [&](const uint4(&frag)[2][kSteps], const uint4(&x)[kSteps][NT]) {
+  // With R = 2 the two stripes share each A fragment: half the A loads per byte of W.
+  auto multiply = [&](const uint4(&frag)[R][2][kSteps], const uint4(&x)[kSteps][NT]) {
 #pragma unroll
-    for (int j = 0; j < kSteps; ++j) {
-      const uint4 w0 = frag[0][j], w1 = frag[1][j];
-      const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
+    for (int j = 0; j < kSteps; ++j)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        mma_16816<T>(acc[0][nt], lo, x[j][nt].x, x[j][nt].y);
-        mma_16816<T>(kTwoChains ? acc_hi[0][nt] : acc[0][nt], hi, x[j][nt].z, x[j][nt].w);
+      for (int r = 0; r < R; ++r) {
+        const uint4 w0 = frag[r][0][j], w1 = frag[r][1][j];
+        const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y}, hi[4] = {w0.z, w1.z, w0.w, w1.w};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          mma_16816<T>(acc[r][nt], lo, x[j][nt].x, x[j][nt].y);
+          mma_16816<T>(kTwoChains ? acc_hi[r][nt] : acc[r][nt], hi, x[j][nt].z, x[j][nt].w);
+        }
       }
-    }
   };
   auto compute = [&](const uint4(&w)[kLoads], const uint4(&x)[kSteps][NT]) {
-    uint4 frag[2][kSteps];  // [half][step]
+    uint4 frag[R][2][kSteps];  // [stripe][half][step]
     if constexpr (STAGED) {
       __syncwarp();  // the previous batch's fragments have been read
 #pragma unroll
@@ -193,7 +205,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       read_tile(tile, frag);
     } else {
 #pragma unroll
-      for (int l = 0; l < kLoads; ++l) frag[l / kSteps][l % kSteps] = w[l];
+      for (int l = 0; l < kLoads; ++l) frag[0][l / kSteps][l % kSteps] = w[l];
     }
     multiply(frag, x);
   };
@@ -206,7 +218,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
     const uint32_t ring = shared_address(tile);
     auto issue = [&](int i) {
       const int col0 = (b0 + warp + i * WARPS) * BC;
-      const uint32_t dst = ring + uint32_t((i % stages) * 16 * kRowBytes);
+      const uint32_t dst = ring + uint32_t((i % stages) * kRows * kRowBytes);
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
         const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
@@ -226,8 +238,8 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       load_x(xv, i);
       copy_wait_pending(stages - 1);
       __syncwarp();
-      uint4 frag[2][kSteps];
-      read_tile(tile + (i % stages) * 16 * kRowBytes, frag);
+      uint4 frag[R][2][kSteps];
+      read_tile(tile + (i % stages) * kRows * kRowBytes, frag);
       __syncwarp();  // read before iteration i + 1 refills the tile
       multiply(frag, xv);
     }
@@ -257,11 +269,13 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[0][nt][i] += acc_hi[0][nt][i];
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][nt][i] += acc_hi[r][nt][i];
   }
   // The tiles are free once every warp is past its loop (reduce_and_store begins with a
   // CTA barrier).
-  reduce_and_store<T, NT, WARPS, 1>(acc, reinterpret_cast<float*>(smem), a, row_base);
+  reduce_and_store<T, NT, WARPS, R>(acc, reinterpret_cast<float*>(smem), a, row_base);
 }
 
 inline int stream_tiles_per_warp(const SkinnyShape& s) {
@@ -275,17 +289,19 @@ template <typename T, int NT, typename F>
 auto with_stream_instance(const SkinnyShape& s, F&& f) {
   using namespace skinny;
   auto with_warps = [&]<int WARPS>() {
-    if (s.loader == SkinnyLoader::async)
-      return s.kslice == 128 ? f.template operator()<T, NT, WARPS, 128, 0, kLoadAsync>()
-                             : f.template operator()<T, NT, WARPS, 64, 0, kLoadAsync>();
+    if (s.loader == SkinnyLoader::async) {
+      if (s.stripes == 2) return f.template operator()<T, NT, WARPS, 64, 0, kLoadAsync, 2>();  // 128 spills
+      return s.kslice == 128 ? f.template operator()<T, NT, WARPS, 128, 0, kLoadAsync, 1>()
+                             : f.template operator()<T, NT, WARPS, 64, 0, kLoadAsync, 1>();
+    }
     const bool staged = s.loader == SkinnyLoader::staged;
     if constexpr (NT == 1)
-      if (s.kslice == 128) return staged ? f.template operator()<T, NT, WARPS, 128, 2, kLoadStaged>()
-                                         : f.template operator()<T, NT, WARPS, 128, 2, kLoadRegisters>();
-    if (s.stages == 2) return staged ? f.template operator()<T, NT, WARPS, 64, 2, kLoadStaged>()
-                                     : f.template operator()<T, NT, WARPS, 64, 2, kLoadRegisters>();
-    return staged ? f.template operator()<T, NT, WARPS, 64, 3, kLoadStaged>()
-                  : f.template operator()<T, NT, WARPS, 64, 3, kLoadRegisters>();
+      if (s.kslice == 128) return staged ? f.template operator()<T, NT, WARPS, 128, 2, kLoadStaged, 1>()
+                                         : f.template operator()<T, NT, WARPS, 128, 2, kLoadRegisters, 1>();
+    if (s.stages == 2) return staged ? f.template operator()<T, NT, WARPS, 64, 2, kLoadStaged, 1>()
+                                     : f.template operator()<T, NT, WARPS, 64, 2, kLoadRegisters, 1>();
+    return staged ? f.template operator()<T, NT, WARPS, 64, 3, kLoadStaged, 1>()
+                  : f.template operator()<T, NT, WARPS, 64, 3, kLoadRegisters, 1>();
   };
   if (s.warps == 4) return with_warps.template operator()<4>();
   return with_warps.template operator()<8>();
@@ -295,9 +311,9 @@ auto with_stream_instance(const SkinnyShape& s, F&& f) {
 // (check_skinny_shape) keep such calls on the ring kernel.
 template <typename T, int NT>
 void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
-  with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER>() {
-    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER>;
-    const size_t smem = skinny::stream_shared_bytes(WARPS, N_, BC, stream_tiles_per_warp(s));
+  with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>() {
+    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
+    const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s));
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
     const int ctas_per_sm = 512 / (WARPS * 32);
@@ -306,19 +322,19 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
                "skinny stream kernel: shared memory carveout");
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
-    launch_skinny_grid(kernel, args, unsigned((a.N + 15) / 16), s.splits, WARPS * 32, smem, stream,
+    launch_skinny_grid(kernel, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits, WARPS * 32, smem, stream,
                        "skinny stream kernel: launch");
   });
 }
 
 template <typename T, int NT>
 SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int) {
-  return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER>() {
+  return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>() {
     cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER>),
+    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>),
                "skinny stream kernel: attributes");
     return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes),
-                            skinny::stream_shared_bytes(WARPS, N_, BC, stream_tiles_per_warp(s))};
+                            skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s))};
   });
 }
 
