@@ -31,6 +31,10 @@
 // 22.1 us (1.51 TB/s, 34% of 4.40; cuBLAS bf16 35.2 us), shared_gu 33.9 us (1.97 TB/s);
 // k = 2: 0.8-0.9 TB/s. Latency-bound (ncu: 25% occupancy at 128 registers, issue
 // slots ~40% busy). Small projections (qwen3 shared_dn) lose to cuBLAS.
+// Tuned plans (commit 596a7d5, BENCHMARKS.md): glm47.q k = 4 at M = 4, 8, 16: 19.0, 19.8,
+// 29.4 us (cuBLAS ~34); at M = 16 (n_tiles 2) ncu shows 5.7 instructions per weight,
+// 24% occupancy, 0.63 eligible warps per scheduler, 46% of stalls on L1TEX (x is not
+// prefetched for n_tiles > 1: no registers left), DRAM 17% busy.
 #pragma once
 
 #include <cuda_bf16.h>

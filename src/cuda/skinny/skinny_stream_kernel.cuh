@@ -23,7 +23,8 @@
 //  - async: the staged layout, but filled with cp.async (no registers in flight) into a
 //    ring of a.stages tiles per warp (the default: the fastest at every M <= 16); it
 //    also takes R = 2 stripes (32-row CTAs, 64-column batches) whose MMAs share each A
-//    fragment, for half the A traffic per byte of W at M > 8 (not yet measured).
+//    fragment, for half the A traffic per byte of W at M > 8 (Kimi M = 9-16: 17.5-18.3
+//    us against 18.9-19.6 with one stripe, commit 8bc3276).
 // A is read through L1 (all CTAs of an SM share it) as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
 // griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
@@ -31,7 +32,9 @@
 // per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled with the register loaders).
 // Measured (H200, 2026-11-30, commit e6fa8bc, N = 7168, K = 3584, bf16 + residual, the
 // tuned async shapes): M = 1 15.1 us, M = 8 16.0 us (cuBLAS addmm 17.1-17.3), M = 16
-// 19.8 us (cuBLAS 15.5; ncu: A mostly from L2, once per CTA). The reg and smem loaders:
+// 19.8 us with one stripe (cuBLAS 15.5; ncu: A mostly from L2, once per CTA), 18.2 us
+// with two (commit 9f8437b; ncu there: 19% occupancy, 3.2 of 8.5 cycles per issue
+// waiting on L1TEX). The reg and smem loaders:
 // 17.0-19.2 us at M = 1 (registers hold too few bytes in flight). Read floor 12.8 us.
 #pragma once
 
