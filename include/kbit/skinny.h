@@ -36,8 +36,9 @@ SkinnyLoader parse_skinny_loader(const std::string& name);  // throws on an unkn
 // The kernel shape of one call (see src/cuda/skinny/skinny_args.h).
 // tma: warps = consumer warps (2, 4, 8), stripes 1, 2, 4, stages = ring slots (2..8),
 // kslice = columns per slot (128, 256, 512). registers / staged / async: warps 4 or 8,
-// stripes 1, kslice = columns per batch (64 or 128), stages = batches in flight per warp
-// (registers, staged: 2 or 3 at 64 columns, 2 at 128 with M <= 8; async: 2..8 tiles).
+// stripes 1 (async: 1, or 2 with 64-column batches), kslice = columns per batch (64 or
+// 128), stages = batches in flight per warp (registers, staged: 2 or 3 at 64 columns, 2
+// at 128 with M <= 8; async: 2..8 tiles).
 struct SkinnyPlan {
   SkinnyLoader loader = SkinnyLoader::tma;
   int n_tiles = 1;   // tiles of 8 tokens: 1, 2 or 4 (from M)

@@ -93,7 +93,6 @@ std::vector<detail::LinearConfig> skinny_sweep_candidates(int64_t m) {
   return out;
 }
 
-
 detail::LinearConfig parse_skinny_config(const std::string& text) {
   detail::LinearConfig c;
   c.bits = 16;

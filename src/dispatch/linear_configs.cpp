@@ -31,7 +31,7 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       c.items = items == "cta" ? LinearItems::cta : LinearItems::warp;
       c.stripes = e.value("stripes", 1), c.stages = e.value("stages", 0), c.kslice = e.value("kslice", 0);
       c.loader = parse_skinny_loader(e.value("loader", std::string("tma")));
-      KBIT_REQUIRE(c.loader != SkinnyLoader::automatic, "linear config table: loader must be tma, reg or smem");
+      KBIT_REQUIRE(c.loader != SkinnyLoader::automatic, "linear config table: loader must be tma, reg, smem or async");
       KBIT_REQUIRE(c.bits != 16 || (c.stages > 0 && c.kslice > 0),
                    "linear config table: a bits-16 (skinny) entry needs stages and kslice");
       out.push_back(c);

@@ -18,8 +18,6 @@ constexpr int kDense = 16;  // the table's bit width for dense 16-bit weights
 
 int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
 
-cuda::detail::SkinnyShape shape_of(const SkinnyPlan& p) { return cuda::detail::skinny_shape_of(p); }
-
 }  // namespace
 
 const char* skinny_loader_name(SkinnyLoader l) {
@@ -83,7 +81,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   const int64_t unit = ring ? 32 : p.kslice, k_steps = (k + unit - 1) / unit;
   if (o.splits || c) {
     p.splits = o.splits ? o.splits : c->splits;
-    cuda::detail::check_skinny_shape(shape_of(p));  // a bad request is an error before it is trimmed
+    cuda::detail::check_skinny_shape(cuda::detail::skinny_shape_of(p));  // a bad request is an error before it is trimmed
   } else {
     // Split K over a cluster until the grid covers every SM, keeping at least two ring
     // slots of columns per split (two batches per warp in the streaming kernel).
@@ -93,7 +91,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   }
   // Never an empty split: each CTA of a cluster needs at least one step (batch).
   while (p.splits > 1 && p.splits > k_steps) p.splits /= 2;
-  cuda::detail::check_skinny_shape(shape_of(p));
+  cuda::detail::check_skinny_shape(cuda::detail::skinny_shape_of(p));
   return p;
 }
 
@@ -126,7 +124,7 @@ void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorVi
   s.M = int(m), s.N = int(n), s.K = int(k);
   s.x_vec = reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && a.stride() % 8 == 0;
   s.pdl = o.pdl;
-  cuda::detail::launch_skinny(s, shape_of(plan), a.dtype, stream);
+  cuda::detail::launch_skinny(s, cuda::detail::skinny_shape_of(plan), a.dtype, stream);
 }
 
 }  // namespace kbit

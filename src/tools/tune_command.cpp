@@ -60,7 +60,7 @@ void add_tune_skinny(CLI::App* tune) {
   s->add_option("--m", a->m, "M values: 1-16 or 1,2,4")->capture_default_str();
   s->add_option("--mode", a->o.mode, "baseline, sweep or selected")->capture_default_str();
   s->add_option("--config", a->o.config, "selected mode: l=async,w=4,r=1,p=2,c=128,s=1 (or the ring: w=4,r=2,p=3,c=256,s=1) instead of the table");
-  s->add_option("--loader", a->o.loader, "sweep: only this loader's shapes (tma, reg, smem; auto: all)")
+  s->add_option("--loader", a->o.loader, "sweep: only this loader's shapes (tma, reg, smem, async; auto: all)")
       ->capture_default_str();
   s->add_option("--shard", a->shard, "sweep: run candidates i, i+n, ... (i/n)")->capture_default_str();
   s->add_option("--cache-multiplier", a->o.cache_multiplier, "rotate buffers over this many times L2")

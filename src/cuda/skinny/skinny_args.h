@@ -39,9 +39,9 @@ struct SkinnyArgs {
 // thread-block cluster that share a row group's K range (1, 2, 4, 8). The rest per loader:
 // tma: warps = consumer warps per CTA (2, 4, 8; one producer warp more), stripes = 16-row
 // stripes per CTA (1, 2, 4), stages = shared-memory ring slots (2..8), kslice = columns
-// per slot (128, 256, 512). registers / staged / async: warps 4 or 8, stripes 1, kslice =
-// columns per batch (64 or 128), stages = batches in flight per warp (2 or 3 at 64, 2 at
-// 128; async: 2..8 tiles of the warp's ring).
+// per slot (128, 256, 512). registers / staged / async: warps 4 or 8, stripes 1 (async:
+// also 2 with kslice 64), kslice = columns per batch (64 or 128), stages = batches in
+// flight per warp (2 or 3 at 64, 2 at 128; async: 2..8 tiles of the warp's ring).
 struct SkinnyShape {
   int n_tiles = 1;
   int warps = 4;

@@ -1,5 +1,5 @@
 // kbit::skinny_gemm's launcher: picks the instantiation of skinny_kernel.cuh (loader tma)
-// or skinny_stream_kernel.cuh (registers, staged) for a dtype and shape (the instantiations
+// or skinny_stream_kernel.cuh (registers, staged, async) for a dtype and shape (the instantiations
 // live in skinny_<dtype>_nt<n>.cu and skinny_stream_<dtype>_nt<n>.cu).
 #include <cudaTypedefs.h>
 
