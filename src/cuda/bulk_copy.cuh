@@ -1,6 +1,7 @@
 // Hopper bulk copies (cp.async.bulk: the TMA engine, 1-D and tensor-map tiles) into shared memory and the
 // mbarriers that track them: a producer arms a barrier with the bytes it expects and
 // issues copies that complete those bytes; consumers wait on the barrier's phase parity.
+// Also the per-thread 16-byte cp.async with commit groups (end of file).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +89,34 @@ __device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const void* tensor_
       "[%4];\n" ::"r"(dst),
       "l"(tensor_map), "r"(col), "r"(row), "r"(bar)
       : "memory");
+}
+
+// cp.async (sm_80+): 16 bytes from global to shared memory without passing through
+// registers, tracked per thread in commit groups. `bytes` 0 fills zeros (past a row's end).
+// Streamed weights: L2 only, evict-first.
+__device__ __forceinline__ void cp_async16_evict_first(uint32_t dst, const void* src, int bytes, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src), "r"(bytes),
+               "l"(policy)
+               : "memory");
+}
+// Activations: through L1 (cp.async.ca), where the CTAs of an SM copying the same columns
+// at about the same time hit.
+__device__ __forceinline__ void cp_async16_through_l1(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most n of this thread's copy groups are pending (n = 0..7).
+__device__ __forceinline__ void cp_async_wait_pending(int n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+  }
 }
 
 }  // namespace kbit::cuda::detail

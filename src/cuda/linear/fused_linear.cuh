@@ -19,8 +19,9 @@
 // Items are (stripe, K split, token tile); a CTA shares each item among its warps
 // (supertiles interleaved, warps reduced through shared memory in warp order), or
 // each warp runs whole items on its own (FusedShape::cta_items), with D
-// supertiles of weight loads in flight (clamped, branch-free) and, for M <= 8, the
-// activations one supertile ahead. Splits are reduced through an fp32 workspace by
+// supertiles of weight loads in flight (clamped, branch-free) and the activations one
+// supertile ahead: in registers for n_tiles = 1 (M <= 8), through a two-tile cp.async ring
+// per warp in shared memory for n_tiles = 2 (M <= 16, 16-byte aligned x; not yet measured). Splits are reduced through an fp32 workspace by
 // the last warp to arrive (a counter, not float atomics), in split order, so
 // results are bit-identical run to run. Empty splits never exist (host side).
 // Grouped mode (kbit::expert_linear, FusedArgs::expert_offsets set): W stacks the
@@ -40,6 +41,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "../bulk_copy.cuh"
 #include "../common.cuh"
 #include "fused_args.h"
 
@@ -103,6 +105,11 @@ constexpr float kScalePairFactor = std::is_same_v<T, __half> ? 16.0f : 1.0f;
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
 }
 
@@ -192,6 +199,19 @@ __device__ __forceinline__ void build_tile_table(const int32_t* offsets, int exp
   __syncthreads();
 }
 
+// n_tiles = 2 (M = 9..16): each warp copies the next supertile's activations (16 tokens x
+// 128 columns, 4 KB) with cp.async into a ring of two shared-memory tiles while it decodes
+// and multiplies the current one (n_tiles = 1 prefetches into registers; at 2 the kernel
+// has no registers left for it). Rows of 256 bytes, 16-byte chunks XOR-swizzled by
+// 4 (row & 1): conflict-free fragment reads.
+template <int NT>
+constexpr bool kFusedRingX = NT == 2;
+constexpr int kFusedXRowBytes = 128 * 2;
+template <int NT, int WARPS>
+constexpr size_t fused_x_ring_bytes() {
+  return kFusedRingX<NT> ? size_t(WARPS) * 2 * NT * 8 * kFusedXRowBytes : 0;
+}
+
 template <int KB>
 struct Stage {
   uint2 w[KB];
@@ -212,7 +232,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
   float* red = reinterpret_cast<float*>(smem + Lut::words);  // CTA mode: [WARPS][NT][4][32]
+  constexpr int kRedWords = CTA ? WARPS * NT * 4 * 32 : 0;
+  constexpr int kXSlotBytes = NT * 8 * kFusedXRowBytes;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  // This warp's two activation tiles (kFusedRingX), after the reduction buffer.
+  const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords)) + uint32_t(warp * 2 * kXSlotBytes);
   const DeviceMeta* meta = args.meta;
 
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
@@ -241,7 +265,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   if (args.expert_offsets) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    tile_start = reinterpret_cast<int32_t*>(smem + Lut::words + (CTA ? WARPS * NT * 4 * 32 : 0));
+    tile_start = reinterpret_cast<int32_t*>(smem + Lut::words + kRedWords + fused_x_ring_bytes<NT, WARPS>() / 4);
     build_tile_table(args.expert_offsets, args.experts, NT * 8, tile_start);
     items = tile_start[args.experts] * args.stripes;  // splits == 1
   }
@@ -293,6 +317,21 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     const uint16_t* xrow[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) xrow[nt] = x + int64_t(min(m0 + nt * 8 + g, args.M - 1)) * args.ldx + 8 * c;
+    // The ring (16-byte aligned x, K % 8 == 0): supertile st's activations into slot
+    // `slot`; token rows past M copy row M - 1, columns past K are zero-filled.
+    const bool ring_x = kFusedRingX<NT> && args.x_vec;
+    auto copy_x_tile = [&](int st, int slot) {
+      const int cc = lane & 15, col = st * 128 + 8 * cc;
+      const uint16_t* src = x + (col < args.K ? col : 0);
+      const uint32_t dst = x_ring + uint32_t(slot * kXSlotBytes);
+#pragma unroll
+      for (int u = 0; u < NT * 8 / 2; ++u) {
+        const int r = 2 * u + (lane >> 4);
+        cp_async16_through_l1(dst + uint32_t(r * kFusedXRowBytes + ((cc ^ (4 * (r & 1))) * 16)),
+                              src + int64_t(min(m0 + r, args.M - 1)) * args.ldx, col < args.K ? 16 : 0);
+      }
+      cp_async_commit();
+    };
     auto load_x_tile = [&](uint4 (&xs)[4], int nt, int st) {
       if (st < x_full_end) {
 #pragma unroll
@@ -312,6 +351,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     uint4 xnext[4];
     if constexpr (kPrefetchX) load_x_tile(xnext, 0, min(st_first, st_last));
+    int x_slot = 0;  // the ring's slot of the current supertile
+    if (ring_x) copy_x_tile(min(st_first, st_last), 0);
 
     for (int base = st_first; base < st_end; base += D * kStride) {
 #pragma unroll
@@ -326,6 +367,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
           load_x_tile(xnext, 0, min(st + kStride, st_last));
         }
+        if (ring_x) {  // the next supertile's copy goes out, then this one's has landed
+          copy_x_tile(min(st + kStride, st_last), x_slot ^ 1);
+          cp_async_wait_pending(1);
+          __syncwarp();
+        }
+        const uint32_t x_tile = x_ring + uint32_t(x_slot * kXSlotBytes);
         uint32_t w[2 * KB];
 #pragma unroll
         for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
@@ -337,8 +384,14 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           for (int nt = 0; nt < NT; ++nt) {
             if constexpr (kPrefetchX) {
               xv[nt] = xcur[j];
+            } else if (ring_x) {
+              const int r = nt * 8 + g;
+              xv[nt] = lds128(x_tile + uint32_t(r * kFusedXRowBytes + (((4 * j + c) ^ (4 * (r & 1))) * 16)));
             } else if (x_full) {
-              xv[nt] = __ldg(reinterpret_cast<const uint4*>(xrow[nt] + st * 128 + 32 * j));
+              // (with the ring, the fallback for unaligned x recomputes its rows: no registers held)
+              const uint16_t* row = kFusedRingX<NT> ? x + int64_t(min(m0 + nt * 8 + g, args.M - 1)) * args.ldx + 8 * c
+                                                    : xrow[nt];
+              xv[nt] = __ldg(reinterpret_cast<const uint4*>(row + st * 128 + 32 * j));
             } else {
               xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
             }
@@ -355,7 +408,15 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
               mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
           }
         }
+        if (ring_x) {
+          __syncwarp();  // every lane has read the slot before the next supertile refills it
+          x_slot ^= 1;
+        }
       }
+    }
+    if (ring_x) {  // the last (unused) prefetch lands before the next item reuses the ring
+      cp_async_wait_pending(0);
+      __syncwarp();
     }
 
     if constexpr (CTA) {  // warps of the CTA: sum in warp order
@@ -429,7 +490,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 
 template <int KB, int NT, int WARPS, bool CTA>
 constexpr size_t fused_smem_bytes(bool grouped = false) {
-  return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
+  return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) + fused_x_ring_bytes<NT, WARPS>() +
          (grouped ? size_t(kbit::kMaxExperts + 1) * 4 : 0);  // the tile table
 }
 

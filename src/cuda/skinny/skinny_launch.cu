@@ -112,7 +112,8 @@ void check_skinny_shape(const SkinnyShape& s) {
 
 size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
   if (s.loader != SkinnyLoader::tma)
-    return skinny::stream_shared_bytes(s.warps, s.stripes, s.n_tiles, s.kslice, stream_tiles_per_warp(s));
+    return skinny::stream_shared_bytes(s.warps, s.stripes, s.n_tiles, s.kslice, stream_tiles_per_warp(s),
+                                       s.loader == SkinnyLoader::async);
   return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 

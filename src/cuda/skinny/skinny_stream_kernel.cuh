@@ -25,7 +25,11 @@
 //    also takes R = 2 stripes (32-row CTAs, 64-column batches) whose MMAs share each A
 //    fragment, for half the A traffic per byte of W at M > 8 (Kimi M = 9-16: 17.5-18.3
 //    us against 18.9-19.6 with one stripe, commit 8bc3276).
-// A is read through L1 (all CTAs of an SM share it) as each batch is used. W loads carry
+// A: with the async loader and 16-byte aligned rows, each batch's columns of A (token rows
+// 0..min(M, 8 NT) - 1) are copied into the same tile below W's rows, in the same copy group
+// (cp.async.ca: through L1, which the CTAs of an SM share), so the MMAs never wait on a
+// global load of A (ncu at M = 16 had 3.2 of 8.5 cycles per issue on L1TEX; not yet
+// measured). Otherwise A is read through L1 as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
 // griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
 // Launch: grid (row groups of 16 R rows, splits), WARPS * 32 threads, at most 128 registers
@@ -56,10 +60,17 @@ namespace skinny {
 // Columns per batch (the instantiated kslice values): 128 or 256 bytes of each row.
 constexpr int kStreamBatchColumnsSmall = 64, kStreamBatchColumnsLarge = 128;
 
+// Rows of one tile: the W rows of the CTA and, in the async ring, the A rows of its token
+// tiles (A's batch columns travel with W's, so the MMAs never wait on a global load of A).
+__host__ __device__ constexpr int stream_tile_rows(int stripes, int n_tiles, bool async_ring) {
+  return 16 * stripes + (async_ring ? 8 * n_tiles : 0);
+}
+
 // Tiles per warp: 0 (registers), 1 (staged) or the ring's stages (async).
 __host__ __device__ constexpr size_t stream_shared_bytes(int warps, int stripes, int n_tiles, int batch_columns,
-                                                        int tiles_per_warp) {
-  const size_t tiles = size_t(warps) * tiles_per_warp * 16 * stripes * batch_columns * 2;
+                                                        int tiles_per_warp, bool async_ring) {
+  const size_t tiles =
+      size_t(warps) * tiles_per_warp * stream_tile_rows(stripes, n_tiles, async_ring) * batch_columns * 2;
   const size_t red = reduction_bytes(warps, stripes, n_tiles);
   return tiles > red ? tiles : red;
 }
@@ -71,28 +82,6 @@ __device__ __forceinline__ uint4 load_w16(const uint16_t* p, uint64_t policy) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p), "l"(policy));
   return v;
-}
-
-// 16 bytes of W copied to shared memory without passing through registers (cp.async,
-// L2 only, evict-first); `bytes` 0 fills zeros (columns past K).
-__device__ __forceinline__ void copy_w16(uint32_t dst, const uint16_t* src, int bytes, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src), "r"(bytes),
-               "l"(policy)
-               : "memory");
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most n of this thread's copy groups are pending (n = 0..7).
-__device__ __forceinline__ void copy_wait_pending(int n) {
-  switch (n) {
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
-  }
 }
 
 // The loaders of this kernel (SkinnyLoader registers, staged, async).
@@ -167,7 +156,8 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   zero(acc_hi);
   // The warp's tile (staged), or ring of a.stages tiles (async).
   const int tiles_per_warp = LOADER == kLoadAsync ? a.stages : 1;
-  unsigned char* const tile = smem + size_t(warp) * tiles_per_warp * kRows * kRowBytes;
+  constexpr int kTileBytes = stream_tile_rows(R, NT, LOADER == kLoadAsync) * kRowBytes;  // W rows, then A rows
+  unsigned char* const tile = smem + size_t(warp) * tiles_per_warp * kTileBytes;
   // Fragments of rows 16 r + g, 16 r + g + 8 from a staged tile.
   auto read_tile = [&](const unsigned char* t, uint4(&frag)[R][2][kSteps]) {
 #pragma unroll
@@ -214,39 +204,73 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   };
 
   if constexpr (LOADER == kLoadAsync) {
-    // Batch i goes to tile i % stages of the warp's ring as one copy group per thread;
-    // waiting until stages - 1 groups are pending means batch i has landed (for this
-    // thread's copies; __syncwarp shares them with the warp).
+    // Batch i goes to tile i % stages of the warp's ring as one copy group per thread:
+    // W's rows, then (16-byte aligned A) A's rows 0..min(M, 8 NT) - 1 at the same columns,
+    // both swizzled alike. Waiting until stages - 1 groups are pending means batch i has
+    // landed (for this thread's copies; __syncwarp shares them with the warp).
     const int stages = a.stages;
     const uint32_t ring = shared_address(tile);
-    auto issue = [&](int i) {
+    constexpr int kChunksPerRow = BC / 8;                       // 16-byte chunks of a tile row
+    constexpr int kACopies = (8 * NT * kChunksPerRow + 31) / 32;  // per lane, at most
+    const bool a_in_ring = a.x_vec != 0;
+    const int a_rows = min(a.M, 8 * NT), a_chunks = a_in_ring ? a_rows * kChunksPerRow : 0;
+    auto issue_w = [&](int i) {
       const int col0 = (b0 + warp + i * WARPS) * BC;
-      const uint32_t dst = ring + uint32_t((i % stages) * kRows * kRowBytes);
+      const uint32_t dst = ring + uint32_t((i % stages) * kTileBytes);
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
         const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
-        copy_w16(dst + uint32_t(row * kRowBytes + chunk * 16), wbase + (w_off[l] + col0),
+        cp_async16_evict_first(dst + uint32_t(row * kRowBytes + chunk * 16), wbase + (w_off[l] + col0),
                  col0 + col_of(l) < a.K ? 16 : 0, policy);
       }
     };
-    for (int i = 0; i + 1 < stages; ++i) {
-      if (i < mine) issue(i);
-      copy_commit();
-    }
+    auto issue_a = [&](int i) {
+      const int col0 = (b0 + warp + i * WARPS) * BC;
+      const uint32_t dst = ring + uint32_t((i % stages) * kTileBytes);
+#pragma unroll
+      for (int u = 0; u < kACopies; ++u) {
+        const int q = lane + 32 * u;
+        if (q < a_chunks) {
+          const int t = q / kChunksPerRow, cc = q % kChunksPerRow, col = col0 + 8 * cc;
+          const uint16_t* src = xbase + int64_t(t) * a.ldx + (col < a.K ? col : 0);
+          cp_async16_through_l1(dst + uint32_t((kRows + t) * kRowBytes + ((cc ^ (4 * (t & 1))) * 16)), src, col < a.K ? 16 : 0);
+        }
+      }
+    };
+    // A's fragments from the tile: token rows past M read row M - 1 (never stored).
+    auto read_x_tile = [&](const unsigned char* t, uint4(&dst)[kSteps][NT]) {
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int row = min(nt * 8 + g, a.M - 1), chunk = (4 * j + c) ^ (4 * (row & 1));
+          dst[j][nt] = *reinterpret_cast<const uint4*>(t + (kRows + row) * kRowBytes + chunk * 16);
+        }
+    };
+    // The first stages - 1 batches: W before griddepcontrol.wait (it does not depend on the
+    // previous kernel), A after it, all in one copy group followed by stages - 2 empty
+    // ones, so that batch i (i >= stages - 1) is group i as in the loop below.
+    for (int i = 0; i + 1 < stages; ++i)
+      if (i < mine) issue_w(i);
     if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    for (int i = 0; i + 1 < stages; ++i)
+      if (i < mine) issue_a(i);
+    for (int i = 0; i + 1 < stages; ++i) cp_async_commit();
     for (int i = 0; i < mine; ++i) {
-      if (i + stages - 1 < mine) issue(i + stages - 1);
-      copy_commit();  // an empty group past the end keeps the count
+      if (i + stages - 1 < mine) issue_w(i + stages - 1), issue_a(i + stages - 1);
+      cp_async_commit();  // an empty group past the end keeps the count
       uint4 xv[kSteps][NT];
-      load_x(xv, i);
-      copy_wait_pending(stages - 1);
+      if (!a_in_ring) load_x(xv, i);
+      cp_async_wait_pending(stages - 1);
       __syncwarp();
+      const unsigned char* slot = tile + (i % stages) * kTileBytes;
+      if (a_in_ring) read_x_tile(slot, xv);
       uint4 frag[R][2][kSteps];
-      read_tile(tile + (i % stages) * kRows * kRowBytes, frag);
+      read_tile(slot, frag);
       __syncwarp();  // read before iteration i + 1 refills the tile
       multiply(frag, xv);
     }
-    copy_wait_pending(0);
+    cp_async_wait_pending(0);
   } else {
   uint4 wv[D][kLoads];
   // Weights first: they do not depend on the previous kernel.
@@ -316,7 +340,7 @@ template <typename T, int NT>
 void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
   with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>() {
     auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
-    const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s));
+    const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync);
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
     const int ctas_per_sm = 512 / (WARPS * 32);
@@ -337,7 +361,7 @@ SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int) {
     check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>),
                "skinny stream kernel: attributes");
     return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes),
-                            skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s))};
+                            skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync)};
   });
 }
 
