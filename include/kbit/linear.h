@@ -30,8 +30,12 @@ std::string_view linear_path_name(LinearPath p);
 LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_mma", "dequant_cublas"
 
 // How the fused kernel hands out its work items (16-row stripe, K split, token tile):
-// to whole CTAs whose warps share each item, or to single warps.
-enum class LinearItems : uint8_t { automatic, cta, warp };
+// to whole CTAs whose warps share each item (cta), to single warps (warp), or to whole
+// CTAs as one adjacent stripe per warp, the warps sharing the activations through
+// shared memory (stripes: x read once per CTA instead of once per warp, for M >= 9).
+enum class LinearItems : uint8_t { automatic, cta, warp, stripes };
+std::string_view linear_items_name(LinearItems i);
+LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes"
 
 // What runs for one call. n_tiles, warps, splits and items describe the fused kernel.
 struct LinearPlan {

@@ -31,7 +31,7 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   for (int nt : {base, std::min(8, base * 2)})
     for (int warps : {4, 8})
       for (int splits : {1, 2, 4, 6, 8, 12})
-        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+        for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
           LinearOptions o;
           o.path = LinearPath::fused_mma;
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;
@@ -120,6 +120,7 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
               continue;
             }
             ++row.candidates;
+            std::fprintf(stderr, "  %-64s %8.2f us\n", plan_linear(m, p.N, p.K, bits, c).describe().c_str(), us);
             if (us < best) {
               best = us;
               const LinearPlan pl = plan_linear(m, p.N, p.K, bits, c);

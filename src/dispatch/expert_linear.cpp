@@ -71,7 +71,7 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   // Token tiles sized for the rows an active expert gets on average.
   const int n_tiles = o.n_tiles ? o.n_tiles : default_n_tiles((p + active - 1) / active);
   const int warps = o.warps ? o.warps : 4;
-  const bool cta = o.items != LinearItems::warp;
+  const LinearItems items = o.items == LinearItems::automatic ? LinearItems::cta : o.items;
   KBIT_REQUIRE(n_tiles == 1 || n_tiles == 2 || n_tiles == 4 || n_tiles == 8,
                "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
   KBIT_REQUIRE(warps == 4 || warps == 8, "expert_linear: warps must be 4 or 8, got ", warps);
@@ -84,8 +84,8 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   a.pdl = a.pdl || o.pdl;
   a.expert_offsets = expert_offsets;
   a.experts = int(experts);
-  a.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(w.bits(), n_tiles, warps, cta, x.dtype);
-  const cuda::detail::FusedShape shape{n_tiles, warps, cta};
+  a.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(w.bits(), n_tiles, warps, items, x.dtype);
+  const cuda::detail::FusedShape shape{n_tiles, warps, detail::fused_items(items)};
   detail::launch_fused(w.bits(), a, shape, x.dtype, stream);
 }
 

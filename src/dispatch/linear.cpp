@@ -39,9 +39,9 @@ int current_sm_count() { return cuda::device_available() ? cuda::detail::sm_coun
 
 int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, int, int, bool>, int> cache;
+  static std::map<std::tuple<int, int, int, int, int>, int> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), s.cta_items);
+  const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), int(s.items));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int v = 4;
   if (cuda::device_available()) {
@@ -59,8 +59,15 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
 }  // namespace
 
 namespace detail {
-int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t) {
-  return occupancy(bits, {n_tiles, warps, cta}, t);
+cuda::detail::FusedItems fused_items(LinearItems items) {
+  switch (items) {
+    case LinearItems::warp: return cuda::detail::FusedItems::warp;
+    case LinearItems::stripes: return cuda::detail::FusedItems::stripes;
+    default: return cuda::detail::FusedItems::cta;
+  }
+}
+int linear_occupancy(int bits, int n_tiles, int warps, LinearItems items, DType t) {
+  return occupancy(bits, {n_tiles, warps, fused_items(items)}, t);
 }
 int linear_sm_count() { return current_sm_count(); }
 
@@ -122,13 +129,14 @@ namespace {
 // (more made glm47.kv slower on the H200: the fix-up reads every split).
 }  // namespace
 
-int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta,
-                                    DType t) {
+int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps,
+                                    LinearItems items, DType t) {
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
-  const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, cta}, t);
+  const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, fused_items(items)}, t);
+  const bool cta = items == LinearItems::cta;
   int best = 1;
   double best_cost = 1e300;
-  for (int64_t s = 1; s <= std::min<int64_t>(cta ? 32 : 8, supertiles); ++s) {
+  for (int64_t s = 1; s <= std::min<int64_t>(items == LinearItems::warp ? 8 : 32, supertiles); ++s) {
     const int64_t per = ceil_div(supertiles, s), eff = ceil_div(supertiles, per);
     if (eff != s) continue;
     if (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) break;
@@ -136,6 +144,9 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
     if (cta) {
       const int64_t items_per_cta = ceil_div(stripes * tiles * s, ctas);
       cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
+    } else if (items == LinearItems::stripes) {  // CTA items of `warps` stripes, each warp streaming one
+      const int64_t items_per_cta = ceil_div(ceil_div(stripes, warps) * tiles * s, ctas);
+      cost = double(items_per_cta) * (double(per) + 2.0);
     } else {
       cost = double(ceil_div(stripes * tiles * s, ctas * warps)) * (double(per) + 2.0);
     }
@@ -160,11 +171,27 @@ LinearPath parse_linear_path(std::string_view name) {
   throw Error(detail::concat("unknown linear path '", name, "' (expected auto, gemv, fused_mma or dequant_cublas)"));
 }
 
+std::string_view linear_items_name(LinearItems i) {
+  switch (i) {
+    case LinearItems::automatic: return "auto";
+    case LinearItems::cta: return "cta";
+    case LinearItems::warp: return "warp";
+    case LinearItems::stripes: return "stripes";
+  }
+  return "?";
+}
+
+LinearItems parse_linear_items(std::string_view name) {
+  for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes})
+    if (linear_items_name(i) == name) return i;
+  throw Error(detail::concat("unknown fused-kernel item mode '", name, "' (expected auto, cta, warp or stripes)"));
+}
+
 std::string LinearPlan::describe() const {
   if (path == LinearPath::dequant_cublas) return "dequant_cublas (" + source + ")";
   if (path == LinearPath::gemv) return "gemv (" + source + ")";
   return detail::concat("fused_mma n_tiles=", n_tiles, " warps=", warps, " splits=", splits,
-                        " items=", items == LinearItems::warp ? "warp" : "cta", " (", source, ")");
+                        " items=", linear_items_name(items), " (", source, ")");
 }
 
 LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOptions& o) {
@@ -200,8 +227,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   p.splits = o.splits ? o.splits
              : c      ? c->splits
-                      : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps,
-                                                       p.items == LinearItems::cta, DType::bf16);
+                      : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
     p.source = "forced";
@@ -424,12 +450,11 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.pdl = a.pdl || o.pdl;
   const int64_t tiles = ceil_div(m, 8 * plan.n_tiles);
   a.tiles = int(tiles);
-  const bool cta = plan.items == LinearItems::cta;
-  a.max_ctas = current_sm_count() * occupancy(w.bits(), {plan.n_tiles, plan.warps, cta}, x.dtype);
+  const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps, detail::fused_items(plan.items)};
+  a.max_ctas = current_sm_count() * occupancy(w.bits(), shape, x.dtype);
   KBIT_REQUIRE(a.splits == 1 || (a.splits * tiles * 8 * plan.n_tiles <= kMaxPartialRows &&
                                  tiles * a.stripes <= impl.counter_count),
                "linear: splits=", a.splits, " needs more workspace than reserved");
-  const cuda::detail::FusedShape shape{plan.n_tiles, plan.warps, cta};
   detail::launch_fused(w.bits(), a, shape, x.dtype, stream);
 }
 

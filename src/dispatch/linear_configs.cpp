@@ -27,8 +27,9 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       c.n_tiles = e.value("n_tiles", 1), c.warps = e.value("warps", 4), c.splits = e.value("splits", 1);
       c.us = e.value("us", 0.0);
       const std::string items = e.value("items", std::string("cta"));
-      KBIT_REQUIRE(items == "cta" || items == "warp", "linear config table: items must be cta or warp, got ", items);
-      c.items = items == "cta" ? LinearItems::cta : LinearItems::warp;
+      KBIT_REQUIRE(items == "cta" || items == "warp" || items == "stripes",
+                   "linear config table: items must be cta, warp or stripes, got ", items);
+      c.items = parse_linear_items(items);
       c.stripes = e.value("stripes", 1), c.stages = e.value("stages", 0), c.kslice = e.value("kslice", 0);
       c.loader = parse_skinny_loader(e.value("loader", std::string("tma")));
       KBIT_REQUIRE(c.loader != SkinnyLoader::automatic, "linear config table: loader must be tma, reg, smem or async");
@@ -49,7 +50,7 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
     const auto& c = entries[i];
     nlohmann::json e = {{"device", c.device}, {"bits", c.bits}, {"n", c.n}, {"k", c.k}, {"m", c.m},
                         {"path", std::string(linear_path_name(c.path))}, {"n_tiles", c.n_tiles}, {"warps", c.warps},
-                        {"splits", c.splits}, {"items", c.items == LinearItems::warp ? "warp" : "cta"},
+                        {"splits", c.splits}, {"items", std::string(linear_items_name(c.items))},
                         {"us", std::round(c.us * 100) / 100}};
     if (c.bits == 16) e["stripes"] = c.stripes, e["stages"] = c.stages, e["kslice"] = c.kslice, e.erase("items");
     if (c.bits == 16 && c.loader != SkinnyLoader::tma) e["loader"] = skinny_loader_name(c.loader);

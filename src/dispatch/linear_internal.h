@@ -26,7 +26,8 @@ namespace detail {
 
 inline constexpr int64_t kMaxPartialRows = 256;  // splits * padded tokens, bounds the partials workspace
 
-int linear_occupancy(int bits, int n_tiles, int warps, bool cta, DType t);
+cuda::detail::FusedItems fused_items(LinearItems items);  // automatic -> cta
+int linear_occupancy(int bits, int n_tiles, int warps, LinearItems items, DType t);
 int linear_sm_count();
 // A 16-bit (F16/BF16) activation view on the device; throws naming `what`.
 void check_activation(const TensorView& v, std::string_view what);
@@ -89,7 +90,7 @@ void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail
 // `requested` splits made valid: 1..supertiles, none empty, and no more partial rows
 // (splits x padded tokens) than the workspace holds.
 int normalize_splits(int requested, int64_t k, int64_t m, int n_tiles);
-int linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, bool cta, DType t);
+int linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, LinearItems items, DType t);
 
 }  // namespace detail
 }  // namespace kbit

@@ -133,7 +133,7 @@ void add_tune_command(CLI::App& app) {
                   (long long)r.best.k, (long long)r.best.m,
                   (std::string(linear_path_name(r.best.path)) + " nt=" + std::to_string(r.best.n_tiles) +
                    " w=" + std::to_string(r.best.warps) + " s=" + std::to_string(r.best.splits) +
-                   (r.best.items == LinearItems::warp ? " warp" : " cta"))
+                   " " + std::string(linear_items_name(r.best.items)))
                       .c_str(),
                   r.best.us, r.heuristic_us);
     }

@@ -90,12 +90,12 @@ std::vector<PathCase> path_cases(int64_t m) {
   for (int nt : {base_tiles, 8})
     for (int warps : {4, 8})
       for (int splits : {1, 3})
-        for (LinearItems items : {LinearItems::cta, LinearItems::warp}) {
+        for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
           LinearOptions f;
           f.path = LinearPath::fused_mma;
           f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = items;
           v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
-                              " splits=" + std::to_string(splits) + (items == LinearItems::cta ? " cta" : " warp")});
+                              " splits=" + std::to_string(splits) + " " + std::string(linear_items_name(items))});
         }
   return v;
 }
@@ -207,7 +207,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
     LinearOptions o;
     o.path = LinearPath::fused_mma;
     o.splits = 5;  // several splits: the reduction order must not depend on arrival order
-    o.items = m == 16 ? LinearItems::warp : LinearItems::cta;
+    o.items = m == 16 ? LinearItems::warp : m == 64 ? LinearItems::stripes : LinearItems::cta;
     if (m <= 4) o = LinearOptions{}, o.path = LinearPath::gemv;  // stripes split between warps
     const TensorView xv{xd.data(), DType::bf16, m, k};
     linear(xv, q.device_mma16, MutableTensorView{y1.data(), DType::bf16, m, n}, ws, nullptr, o);

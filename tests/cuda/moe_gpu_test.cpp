@@ -188,6 +188,9 @@ void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int to
   ExpertLinearOptions fused;
   fused.path = LinearPath::fused_mma;
   variants.push_back({fused, "fused_mma"});
+  ExpertLinearOptions shared_x = fused;  // stripes of a CTA sharing x (a partial group when N = 48)
+  shared_x.items = LinearItems::stripes;
+  variants.push_back({shared_x, "fused_mma items=stripes"});
   if (pairs <= kGroupedGemvMaxRows)
     for (int rows : {1, 2, 4}) {
       ExpertLinearOptions g;

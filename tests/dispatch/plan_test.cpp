@@ -78,6 +78,14 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_LE(pw.splits, 8);
   EXPECT_NE(pw.describe().find("items=warp"), std::string::npos);
   EXPECT_THROW(parse_linear_path("fast"), Error);
+  LinearOptions st;
+  st.items = LinearItems::stripes;
+  const LinearPlan ps = plan_linear(16, 12288, 5120, 4, st);
+  EXPECT_EQ(ps.items, LinearItems::stripes);
+  EXPECT_NE(ps.describe().find("items=stripes"), std::string::npos);
+  for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes})
+    EXPECT_EQ(parse_linear_items(linear_items_name(i)), i);
+  EXPECT_THROW(parse_linear_items("rows"), Error);
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {

@@ -34,14 +34,20 @@ struct FusedArgs : LinearOperands {
   int experts = 0;  // 1..kbit::kMaxExperts (kbit/moe.h)
 };
 
-// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8).
+// How items (16-row stripe or group of stripes, K split, token tile) go to warps:
+// warp: one warp per item; cta: the warps of a CTA share each item's supertiles;
+// stripes: an item is `warps` adjacent stripes over the same K range, one per warp of a
+// CTA, which share the activations through a ring in shared memory.
+enum class FusedItems : uint8_t { warp, cta, stripes };
+
+// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8), item mode.
 struct FusedShape {
   int n_tiles = 1;
   int warps = 4;
-  bool cta_items = true;  // warps of a CTA share each item (else one warp per item)
+  FusedItems items = FusedItems::cta;
 };
 
-// Grid: min(items, max_ctas) persistent CTAs over items = stripes x splits x token tiles.
+// Grid: min(items, max_ctas) persistent CTAs over items = stripe units x splits x token tiles.
 void launch_fused_k2(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 void launch_fused_k3(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
 void launch_fused_k4(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);

@@ -16,12 +16,13 @@
 // never conflict on a bank. Scales as exact packed pairs: fp16 bits byte << 6 are
 // E4M4 / 16 (subnormals included); bf16 via float(byte << 19) * 2^116.
 // Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table.
-// Items are (stripe, K split, token tile); a CTA shares each item among its warps
-// (supertiles interleaved, warps reduced through shared memory in warp order), or
-// each warp runs whole items on its own (FusedShape::cta_items), with D
-// supertiles of weight loads in flight (clamped, branch-free) and the activations one
-// supertile ahead: in registers for n_tiles = 1 (M <= 8), through a two-tile cp.async ring
-// per warp in shared memory for n_tiles = 2 (M <= 16, 16-byte aligned x; not yet measured). Splits are reduced through an fp32 workspace by
+// Items are (stripe, K split, token tile), handed out by FusedShape::items: a CTA shares
+// each item among its warps (cta: supertiles interleaved, warps reduced through shared
+// memory in warp order), each warp runs whole items on its own (warp), or a CTA takes
+// WARPS adjacent stripes, one per warp, in lock step with the activations copied once per
+// CTA into a shared-memory ring (stripes). D supertiles of weight loads in flight per
+// warp (clamped, branch-free); the activations one supertile ahead in registers for
+// n_tiles = 1 (M <= 8) in warp and cta modes. Splits are reduced through an fp32 workspace by
 // the last warp to arrive (a counter, not float atomics), in split order, so
 // results are bit-identical run to run. Empty splits never exist (host side).
 // Grouped mode (kbit::expert_linear, FusedArgs::expert_offsets set): W stacks the
@@ -112,6 +113,9 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
 }
+__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
 
 // k = 3, block 3: the four pair codes of k-step s, one per byte (bits 6-7 are noise):
 // bit pair m of each code sits in bits 6-7 of the same byte of word 3s + m (layout.h).
@@ -199,17 +203,17 @@ __device__ __forceinline__ void build_tile_table(const int32_t* offsets, int exp
   __syncthreads();
 }
 
-// n_tiles = 2 (M = 9..16): each warp copies the next supertile's activations (16 tokens x
-// 128 columns, 4 KB) with cp.async into a ring of two shared-memory tiles while it decodes
-// and multiplies the current one (n_tiles = 1 prefetches into registers; at 2 the kernel
-// has no registers left for it). Rows of 256 bytes, 16-byte chunks XOR-swizzled by
-// 4 (row & 1): conflict-free fragment reads.
-template <int NT>
-constexpr bool kFusedRingX = NT == 2;
+// Items = stripes: the WARPS warps of a CTA take adjacent 16-row stripes over the same
+// K range, in lock step, and read the activations from a ring of kFusedXSlots tiles in
+// shared memory that the whole CTA fills with cp.async one supertile ahead of use (every
+// warp loading its own copy of x read 2-4x W's bytes per supertile from L1/L2 at M = 16:
+// ncu, 46% of stalls on L1TEX, L1 hit rate 47%). Tile rows of 256 bytes (128 columns),
+// 16-byte chunks XOR-swizzled by 4 (row & 1): conflict-free fragment reads.
+constexpr int kFusedXSlots = 3;
 constexpr int kFusedXRowBytes = 128 * 2;
-template <int NT, int WARPS>
+template <int NT, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
-  return kFusedRingX<NT> ? size_t(WARPS) * 2 * NT * 8 * kFusedXRowBytes : 0;
+  return ITEMS == FusedItems::stripes ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
 }
 
 template <int KB>
@@ -218,25 +222,29 @@ struct Stage {
   uint2 scales;
 };
 
-template <int KB, typename T, int NT, int WARPS, bool CTA>
+template <int KB, typename T, int NT, int WARPS, FusedItems ITEMS>
 __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
-  // CTA: the WARPS warps of a CTA share each item, interleaving its supertiles, and
-  // reduce through shared memory; otherwise each warp runs whole items on its own.
-  constexpr int kStride = CTA ? WARPS : 1;
+  // cta: the WARPS warps of a CTA share each item, interleaving its supertiles, and
+  // reduce through shared memory; warp: each warp runs whole items on its own;
+  // stripes: an item is WARPS adjacent stripes, one per warp, sharing x (see kFusedXSlots).
+  constexpr bool kCta = ITEMS == FusedItems::cta;
+  constexpr bool kShareX = ITEMS == FusedItems::stripes;
+  constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
+  constexpr int kStride = kCta ? WARPS : 1;
   // supertiles of weight loads in flight per warp
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
   using Lut = PairLut<KB>;
   using StageT = Stage<KB>;
-  constexpr bool kPrefetchX = NT == 1;  // M <= 8: next supertile's activations one step ahead
+  constexpr bool kPrefetchX = NT == 1 && !kShareX;  // M <= 8: next supertile's activations one step ahead
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
-  float* red = reinterpret_cast<float*>(smem + Lut::words);  // CTA mode: [WARPS][NT][4][32]
-  constexpr int kRedWords = CTA ? WARPS * NT * 4 * 32 : 0;
+  float* red = reinterpret_cast<float*>(smem + Lut::words);  // cta items: [WARPS][NT][4][32]
+  constexpr int kRedWords = kCta ? WARPS * NT * 4 * 32 : 0;
   constexpr int kXSlotBytes = NT * 8 * kFusedXRowBytes;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  // This warp's two activation tiles (kFusedRingX), after the reduction buffer.
-  const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords)) + uint32_t(warp * 2 * kXSlotBytes);
+  // stripes items: the CTA's activation ring, after the table.
+  const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords));
   const DeviceMeta* meta = args.meta;
 
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
@@ -260,24 +268,30 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const float ts = meta->tensor_scale * kScalePairFactor<T>;
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
-  int items = args.stripes * args.splits * args.tiles;
-  int32_t* tile_start = nullptr;  // grouped mode: [experts + 1], after the reduction buffer
+  // Stripe units: single stripes, or groups of WARPS stripes (stripes items).
+  const int units = kShareX ? (args.stripes + WARPS - 1) / WARPS : args.stripes;
+  int items = units * args.splits * args.tiles;
+  int32_t* tile_start = nullptr;  // grouped mode: [experts + 1], after the reduction buffer and ring
   if (args.expert_offsets) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    tile_start = reinterpret_cast<int32_t*>(smem + Lut::words + kRedWords + fused_x_ring_bytes<NT, WARPS>() / 4);
+    tile_start = reinterpret_cast<int32_t*>(smem + Lut::words + kRedWords + fused_x_ring_bytes<NT, ITEMS>() / 4);
     build_tile_table(args.expert_offsets, args.experts, NT * 8, tile_start);
-    items = tile_start[args.experts] * args.stripes;  // splits == 1
+    items = tile_start[args.experts] * units;  // splits == 1
   }
-  const int item_step = CTA ? int(gridDim.x) : int(gridDim.x) * WARPS;
+  const int item_step = kCtaLoop ? int(gridDim.x) : int(gridDim.x) * WARPS;
 
   // Per-warp items need no barrier after the table is built, so one warp's split
   // fix-up (fence, counter) overlaps the other warps' streaming.
-  for (int item = CTA ? int(blockIdx.x) : int(blockIdx.x) * WARPS + warp; item < items; item += item_step) {
-    int stripe = item % args.stripes, split = (item / args.stripes) % args.splits;
-    int m0 = (item / (args.stripes * args.splits)) * NT * 8, m_end = args.M, wstripe = stripe;
+  for (int item = kCtaLoop ? int(blockIdx.x) : int(blockIdx.x) * WARPS + warp; item < items; item += item_step) {
+    const int unit = item % units;
+    int stripe = kShareX ? unit * WARPS + warp : unit, split = (item / units) % args.splits;
+    // stripes items: a warp past the last stripe streams the last one again and stores nothing.
+    const bool stores = stripe < args.stripes;
+    stripe = min(stripe, args.stripes - 1);
+    int m0 = (item / (units * args.splits)) * NT * 8, m_end = args.M, wstripe = stripe;
     if (tile_start) {  // token tile -> its expert (the last e whose first tile is <= it), rows, weights
-      const int tile = item / args.stripes;
+      const int tile = item / units;
       int lo = 0, hi = args.experts - 1;
       while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
@@ -290,7 +304,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     }
     const int st_begin = split * args.supertiles_per_split;
     const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
-    const int st_first = st_begin + (CTA ? warp : 0);  // may be past st_end in CTA mode: no work
+    const int st_first = st_begin + (kCta ? warp : 0);  // may be past st_end in cta mode: no work
     const uint2* wbase = args.words + int64_t(wstripe) * args.supertiles * KB * 32 + lane;
     const uint2* sbase = args.scales + int64_t(wstripe) * args.supertiles * 8 + g;
 
@@ -317,18 +331,27 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     const uint16_t* xrow[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) xrow[nt] = x + int64_t(min(m0 + nt * 8 + g, args.M - 1)) * args.ldx + 8 * c;
-    // The ring (16-byte aligned x, K % 8 == 0): supertile st's activations into slot
-    // `slot`; token rows past M copy row M - 1, columns past K are zero-filled.
-    const bool ring_x = kFusedRingX<NT> && args.x_vec;
+    // stripes items: the CTA copies supertile st's activations (NT * 8 rows of 128 columns)
+    // into ring slot `slot`, one 16-byte chunk per thread and step: cp.async where x is
+    // 16-byte aligned, else guarded loads and stores. Rows past M copy row M - 1, columns
+    // past K are zeros. Supertiles past the item's end copy nothing (the group stays empty).
     auto copy_x_tile = [&](int st, int slot) {
-      const int cc = lane & 15, col = st * 128 + 8 * cc;
-      const uint16_t* src = x + (col < args.K ? col : 0);
-      const uint32_t dst = x_ring + uint32_t(slot * kXSlotBytes);
+      constexpr int kChunks = NT * 8 * 16, kThreads = WARPS * 32;
+      if (st < st_end) {
+        const uint32_t dst = x_ring + uint32_t(slot * kXSlotBytes);
 #pragma unroll
-      for (int u = 0; u < NT * 8 / 2; ++u) {
-        const int r = 2 * u + (lane >> 4);
-        cp_async16_through_l1(dst + uint32_t(r * kFusedXRowBytes + ((cc ^ (4 * (r & 1))) * 16)),
-                              src + int64_t(min(m0 + r, args.M - 1)) * args.ldx, col < args.K ? 16 : 0);
+        for (int u = 0; u < (kChunks + kThreads - 1) / kThreads; ++u) {
+          const int i = int(threadIdx.x) + u * kThreads;
+          if (kChunks % kThreads == 0 || i < kChunks) {
+            const int r = i >> 4, cc = i & 15, col = st * 128 + 8 * cc, t = min(m0 + r, args.M - 1);
+            const uint32_t d = dst + uint32_t(r * kFusedXRowBytes + ((cc ^ (4 * (r & 1))) * 16));
+            if (args.x_vec) {
+              cp_async16_through_l1(d, x + int64_t(t) * args.ldx + (col < args.K ? col : 0), col < args.K ? 16 : 0);
+            } else {
+              sts128(d, load_x8(x, args.ldx, args.M, args.K, false, t, col));
+            }
+          }
+        }
       }
       cp_async_commit();
     };
@@ -343,6 +366,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
       }
     };
 
+    // stripes items: every warp has left the previous item's ring slots.
+    if constexpr (kShareX) __syncthreads();
     StageT stages[D];
 #pragma unroll
     for (int d = 0; d < D; ++d) load_stage(stages[d], st_first + d * kStride);
@@ -352,7 +377,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     uint4 xnext[4];
     if constexpr (kPrefetchX) load_x_tile(xnext, 0, min(st_first, st_last));
     int x_slot = 0;  // the ring's slot of the current supertile
-    if (ring_x) copy_x_tile(min(st_first, st_last), 0);
+    if constexpr (kShareX) {
+#pragma unroll
+      for (int s = 0; s + 1 < kFusedXSlots; ++s) copy_x_tile(st_first + s, s);
+    }
 
     for (int base = st_first; base < st_end; base += D * kStride) {
 #pragma unroll
@@ -367,10 +395,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           for (int j = 0; j < 4; ++j) xcur[j] = xnext[j];
           load_x_tile(xnext, 0, min(st + kStride, st_last));
         }
-        if (ring_x) {  // the next supertile's copy goes out, then this one's has landed
-          copy_x_tile(min(st + kStride, st_last), x_slot ^ 1);
-          cp_async_wait_pending(1);
-          __syncwarp();
+        if constexpr (kShareX) {
+          // This supertile's tile has landed for every thread, and every warp is done with
+          // the previous one, whose slot now takes the copy kFusedXSlots - 1 supertiles ahead.
+          cp_async_wait_pending(kFusedXSlots - 2);
+          __syncthreads();
+          copy_x_tile(st + kFusedXSlots - 1, x_slot == 0 ? kFusedXSlots - 1 : x_slot - 1);
         }
         const uint32_t x_tile = x_ring + uint32_t(x_slot * kXSlotBytes);
         uint32_t w[2 * KB];
@@ -384,14 +414,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           for (int nt = 0; nt < NT; ++nt) {
             if constexpr (kPrefetchX) {
               xv[nt] = xcur[j];
-            } else if (ring_x) {
+            } else if constexpr (kShareX) {
               const int r = nt * 8 + g;
               xv[nt] = lds128(x_tile + uint32_t(r * kFusedXRowBytes + (((4 * j + c) ^ (4 * (r & 1))) * 16)));
             } else if (x_full) {
-              // (with the ring, the fallback for unaligned x recomputes its rows: no registers held)
-              const uint16_t* row = kFusedRingX<NT> ? x + int64_t(min(m0 + nt * 8 + g, args.M - 1)) * args.ldx + 8 * c
-                                                    : xrow[nt];
-              xv[nt] = __ldg(reinterpret_cast<const uint4*>(row + st * 128 + 32 * j));
+              xv[nt] = __ldg(reinterpret_cast<const uint4*>(xrow[nt] + st * 128 + 32 * j));
             } else {
               xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
             }
@@ -408,18 +435,15 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
               mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
           }
         }
-        if (ring_x) {
-          __syncwarp();  // every lane has read the slot before the next supertile refills it
-          x_slot ^= 1;
-        }
+        if constexpr (kShareX) x_slot = x_slot + 1 == kFusedXSlots ? 0 : x_slot + 1;
       }
     }
-    if (ring_x) {  // the last (unused) prefetch lands before the next item reuses the ring
-      cp_async_wait_pending(0);
-      __syncwarp();
+    if constexpr (kShareX) {
+      cp_async_wait_pending(0);  // only empty groups are left; none may land in the next item's ring
+      if (!stores) continue;     // (the next item starts with a barrier every warp reaches)
     }
 
-    if constexpr (CTA) {  // warps of the CTA: sum in warp order
+    if constexpr (kCta) {  // warps of the CTA: sum in warp order
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -488,44 +512,46 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   }
 }
 
-template <int KB, int NT, int WARPS, bool CTA>
+template <int KB, int NT, int WARPS, FusedItems ITEMS>
 constexpr size_t fused_smem_bytes(bool grouped = false) {
-  return size_t(PairLut<KB>::words) * 4 + (CTA ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) + fused_x_ring_bytes<NT, WARPS>() +
+  return size_t(PairLut<KB>::words) * 4 + (ITEMS == FusedItems::cta ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
+         fused_x_ring_bytes<NT, ITEMS>() +
          (grouped ? size_t(kbit::kMaxExperts + 1) * 4 : 0);  // the tile table
 }
 
-template <int KB, typename T, int NT, int WARPS, bool CTA>
+template <int KB, typename T, int NT, int WARPS, FusedItems ITEMS>
 cudaError_t configure_fused_instance() {
   static const cudaError_t configured = cudaFuncSetAttribute(
-      fused_linear_kernel<KB, T, NT, WARPS, CTA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      int(fused_smem_bytes<KB, NT, WARPS, CTA>(true)));
+      fused_linear_kernel<KB, T, NT, WARPS, ITEMS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(fused_smem_bytes<KB, NT, WARPS, ITEMS>(true)));
   return configured;
 }
 
-template <int KB, typename T, int NT, int WARPS, bool CTA>
+template <int KB, typename T, int NT, int WARPS, FusedItems ITEMS>
 int occupancy_instance() {
-  check_cuda(configure_fused_instance<KB, T, NT, WARPS, CTA>(), "fused linear: setting the shared memory size");
+  check_cuda(configure_fused_instance<KB, T, NT, WARPS, ITEMS>(), "fused linear: setting the shared memory size");
   int blocks = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fused_linear_kernel<KB, T, NT, WARPS, CTA>,
-                                                           WARPS * 32, fused_smem_bytes<KB, NT, WARPS, CTA>()),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fused_linear_kernel<KB, T, NT, WARPS, ITEMS>,
+                                                           WARPS * 32, fused_smem_bytes<KB, NT, WARPS, ITEMS>()),
              "fused linear: occupancy");
   return blocks;
 }
 
-template <int KB, typename T, int NT, int WARPS, bool CTA>
+template <int KB, typename T, int NT, int WARPS, FusedItems ITEMS>
 void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   const bool grouped = a.expert_offsets != nullptr;
-  const size_t smem = fused_smem_bytes<KB, NT, WARPS, CTA>(grouped);
-  check_cuda(configure_fused_instance<KB, T, NT, WARPS, CTA>(), "fused linear: setting the shared memory size");
+  const size_t smem = fused_smem_bytes<KB, NT, WARPS, ITEMS>(grouped);
+  check_cuda(configure_fused_instance<KB, T, NT, WARPS, ITEMS>(), "fused linear: setting the shared memory size");
   // Persistent CTAs: at most a.max_ctas, looping over (stripe, split, token tile) items.
   KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
   KBIT_REQUIRE(!grouped || (a.splits == 1 && !a.bias && !a.residual && a.experts >= 1 &&
                             a.experts <= kbit::kMaxExperts),
                "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kbit::kMaxExperts, " experts");
   // Grouped: at most every row's tile plus one partial tile per expert (the device knows the exact count).
-  const int64_t items = grouped ? (int64_t(a.tiles) + a.experts) * a.stripes : int64_t(a.stripes) * a.splits * a.tiles;
+  const int64_t units = ITEMS == FusedItems::stripes ? (int64_t(a.stripes) + WARPS - 1) / WARPS : a.stripes;
+  const int64_t items = grouped ? (int64_t(a.tiles) + a.experts) * units : units * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
-  const int64_t ctas = CTA ? items : (items + WARPS - 1) / WARPS;
+  const int64_t ctas = ITEMS == FusedItems::warp ? (items + WARPS - 1) / WARPS : items;
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));
   if (a.pdl) {
     cudaLaunchConfig_t cfg{};
@@ -534,21 +560,29 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, fused_linear_kernel<KB, T, NT, WARPS, CTA>, a), "fused linear: PDL launch");
+    check_cuda(cudaLaunchKernelEx(&cfg, fused_linear_kernel<KB, T, NT, WARPS, ITEMS>, a), "fused linear: PDL launch");
   } else {
-    fused_linear_kernel<KB, T, NT, WARPS, CTA><<<grid, WARPS * 32, smem, stream>>>(a);
+    fused_linear_kernel<KB, T, NT, WARPS, ITEMS><<<grid, WARPS * 32, smem, stream>>>(a);
   }
   check_launch("fused linear kernel");
 }
 
-// Calls f.template operator()<T, NT, WARPS, CTA>() for the instantiation of (shape, dtype).
+// Calls f.template operator()<T, NT, WARPS, ITEMS>() for the instantiation of (shape, dtype).
 template <typename F>
 auto with_fused_instance(FusedShape s, DType t, F&& f) {
   auto typed = [&]<typename T>() {
+    auto with_warps = [&]<int NT, int WARPS>() {
+      switch (s.items) {
+        case FusedItems::warp: return f.template operator()<T, NT, WARPS, FusedItems::warp>();
+        case FusedItems::cta: return f.template operator()<T, NT, WARPS, FusedItems::cta>();
+        case FusedItems::stripes: return f.template operator()<T, NT, WARPS, FusedItems::stripes>();
+      }
+      throw Error("fused linear: unknown item mode");
+    };
     auto with_nt = [&]<int NT>() {
       KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "fused linear: warps per CTA must be 4 or 8, got ", s.warps);
-      if (s.warps == 8) return s.cta_items ? f.template operator()<T, NT, 8, true>() : f.template operator()<T, NT, 8, false>();
-      return s.cta_items ? f.template operator()<T, NT, 4, true>() : f.template operator()<T, NT, 4, false>();
+      if (s.warps == 8) return with_warps.template operator()<NT, 8>();
+      return with_warps.template operator()<NT, 4>();
     };
     switch (s.n_tiles) {
       case 1: return with_nt.template operator()<1>();
@@ -565,15 +599,15 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
 
 template <int KB>
 void launch_fused(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
-  with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
-    launch_fused_instance<KB, T, NT, WARPS, CTA>(a, stream);
+  with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, FusedItems ITEMS>() {
+    launch_fused_instance<KB, T, NT, WARPS, ITEMS>(a, stream);
   });
 }
 
 template <int KB>
 int fused_occupancy(FusedShape s, DType t) {
-  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, bool CTA>() {
-    return occupancy_instance<KB, T, NT, WARPS, CTA>();
+  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, FusedItems ITEMS>() {
+    return occupancy_instance<KB, T, NT, WARPS, ITEMS>();
   });
 }
 

@@ -105,10 +105,7 @@ __device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c
 }
 __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) { return mul2<__half>(a, b); }
 
-// lds128: fused_linear.cuh
-__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
-}
+// lds128, sts128: fused_linear.cuh
 
 template <typename T>
 __device__ __forceinline__ float bits16_to_float(uint32_t b) {
