@@ -205,10 +205,11 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // measured faster, unless the caller overrides the fused kernel's shape.
   const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
   const bool gemv = detail::gemv_supports(m, k, bits);
+  const bool large = n * k >= detail::kStripesMinWeights;
   p.path = o.path != LinearPath::automatic ? o.path
            : c && (c->path != LinearPath::gemv || gemv) ? c->path
            : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv
-           : m > detail::kDefaultFusedMaxM                             ? LinearPath::dequant_cublas
+           : m > (large ? detail::kLargeFusedMaxM : detail::kDefaultFusedMaxM) ? LinearPath::dequant_cublas
                                                                         : LinearPath::fused_mma;
   if (p.path == LinearPath::gemv && o.path == LinearPath::automatic && !c) p.source = "heuristic";
   if (p.path == LinearPath::gemv) {
@@ -221,7 +222,10 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   if (p.path == LinearPath::dequant_cublas) return p;
   p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
-  p.items = o.items != LinearItems::automatic ? o.items : c ? c->items : LinearItems::cta;
+  p.items = o.items != LinearItems::automatic ? o.items
+            : c                                ? c->items
+            : large && p.n_tiles >= 2          ? LinearItems::stripes
+                                               : LinearItems::cta;
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);

@@ -16,6 +16,13 @@ namespace kbit::detail {
 // cdfe642 the fused kernel at M = 64 took 1.5-5x longer than the dequantize (from the M = 512
 // rows) plus cuBLAS at M = 64; at M = 32 each won on some shapes.
 inline constexpr int64_t kDefaultFusedMaxM = 32;
+// Large W (N x K at least this many weights): the untuned plan takes the fused kernel with
+// stripes items from n_tiles = 2 and up to M = kLargeFusedMaxM. Measured on the H200 at
+// 70403c0 (glm47, k = 4): stripes items won on q, o, shared_gu, shared_dn (63-126 M weights;
+// M = 16: 1.1-1.4x over cta items; M = 64: 1.06-1.5x over dequantize + cuBLASLt) and lost on
+// kv, moe_gu, moe_dn (8-16 M weights).
+inline constexpr int64_t kStripesMinWeights = int64_t(1) << 25;
+inline constexpr int64_t kLargeFusedMaxM = 64;
 
 struct LinearConfig {
   std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H200"

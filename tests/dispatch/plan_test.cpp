@@ -86,6 +86,12 @@ TEST(LinearPlan, PathsByM) {
   for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes})
     EXPECT_EQ(parse_linear_items(linear_items_name(i)), i);
   EXPECT_THROW(parse_linear_items("rows"), Error);
+  // untuned large W: stripes items from M = 9, the fused kernel up to M = 64
+  EXPECT_EQ(plan_linear(16, 12288, 5120, 4).items, LinearItems::stripes);
+  EXPECT_EQ(plan_linear(8, 12288, 5120, 4, f).items, LinearItems::cta);
+  EXPECT_EQ(plan_linear(64, 12288, 5120, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(65, 12288, 5120, 4).path, LinearPath::dequant_cublas);
+  EXPECT_EQ(plan_linear(16, 2048, 5120, 4).items, LinearItems::cta);
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
