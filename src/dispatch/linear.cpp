@@ -221,7 +221,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   }
   if (p.path == LinearPath::dequant_cublas) return p;
   p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
-  p.warps = o.warps ? o.warps : c ? c->warps : 4;
+  // Untuned small W from n_tiles = 2: 8 warps and no split. kbit tune on the H200 (33c4b77)
+  // put splits = 1 first on all 7 qwen3 projections and glm47 kv, moe_gu, moe_dn at M = 16
+  // (qwen3 q 6.9 us against 12.0 with the split heuristic's 2 splits of 4 warps): the
+  // split fix-up costs more than the parallelism it buys at these sizes.
+  const bool small_multi_tile = !c && !large && p.n_tiles >= 2;
+  p.warps = o.warps ? o.warps : c ? c->warps : small_multi_tile ? 8 : 4;
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
             : large && p.n_tiles >= 2          ? LinearItems::stripes
@@ -229,8 +234,9 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
-  p.splits = o.splits ? o.splits
-             : c      ? c->splits
+  p.splits = o.splits                                          ? o.splits
+             : c                                                 ? c->splits
+             : small_multi_tile && p.items == LinearItems::cta ? 1
                       : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)

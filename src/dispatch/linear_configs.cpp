@@ -44,7 +44,7 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
 }
 
 std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
-  std::string s = "{\n  \"_doc\": \"Tuned kbit::linear plans, written by `kbit tune`: for M in (previous m, m] of the "
+  std::string s = "{\n  \"_doc\": \"Tuned kbit::linear plans, written by `kbit tune`: for M in (previous m, m] and above m / 2 of the "
                   "same device, bits, n, k.\",\n  \"entries\": [\n";
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& c = entries[i];
@@ -63,7 +63,9 @@ const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, c
                                        int64_t n, int64_t k, int64_t m) {
   const LinearConfig* best = nullptr;
   for (const auto& c : table)
-    if (c.device == device && c.bits == bits && c.n == n && c.k == k && c.m >= m && (!best || c.m < best->m)) best = &c;
+    if (c.device == device && c.bits == bits && c.n == n && c.k == k && c.m >= m && 2 * m > c.m &&
+        (!best || c.m < best->m))
+      best = &c;
   return best;
 }
 

@@ -27,7 +27,9 @@ inline constexpr int64_t kLargeFusedMaxM = 64;
 struct LinearConfig {
   std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H200"
   int bits = 4;
-  int64_t n = 0, k = 0, m = 0;  // applies to M in (previous tuned M, m]
+  // applies to M in (previous tuned M, m] and M > m / 2 (an entry tuned at M = 16 alone says
+  // nothing about M = 1..8, where another kernel may win)
+  int64_t n = 0, k = 0, m = 0;
   LinearPath path = LinearPath::fused_mma;
   int n_tiles = 1, warps = 4, splits = 1;
   double us = 0;  // measured median

@@ -92,6 +92,10 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(64, 12288, 5120, 4).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(65, 12288, 5120, 4).path, LinearPath::dequant_cublas);
   EXPECT_EQ(plan_linear(16, 2048, 5120, 4).items, LinearItems::cta);
+  // untuned small W from M = 9: 8 warps, no split
+  EXPECT_EQ(plan_linear(16, 4096, 2048, 4).warps, 8);
+  EXPECT_EQ(plan_linear(16, 4096, 2048, 4).splits, 1);
+  EXPECT_EQ(plan_linear(8, 4096, 2048, 4, f).warps, 4);
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
@@ -248,6 +252,8 @@ TEST(LinearConfigs, RoundTripAndLookupByMRange) {
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 3)->splits, 4);
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 16)->splits, 16);
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 17), nullptr);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 8), nullptr);  // not above 16 / 2
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 9)->splits, 16);
   EXPECT_EQ(detail::find_linear_config(back, "GPU Y", 4, 4096, 2048, 1), nullptr);
   EXPECT_THROW(detail::parse_linear_configs("{\"entries\": [{\"bits\": 4}]}"), Error);
 }

@@ -36,7 +36,9 @@
 // Tuned plans (commit 596a7d5, BENCHMARKS.md): glm47.q k = 4 at M = 4, 8, 16: 19.0, 19.8,
 // 29.4 us (cuBLAS ~34); at M = 16 (n_tiles 2) ncu shows 5.7 instructions per weight,
 // 24% occupancy, 0.63 eligible warps per scheduler, 46% of stalls on L1TEX (x is not
-// prefetched for n_tiles > 1: no registers left), DRAM 17% busy.
+// prefetched for n_tiles > 1: no registers left), DRAM 17% busy. Stripes items (commit
+// 33c4b77, glm47 k = 4, cuBLAS bf16 in the same run): M = 16 q 25.7 us (1.31x), shared_gu
+// 37.1 (1.61x); M = 32 q 36.5 (0.94x), shared_gu 50.4 (1.19x); M = 64 q 55.3 (0.61x).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -28,8 +28,9 @@
 // A: with the async loader and 16-byte aligned rows, each batch's columns of A (token rows
 // 0..min(M, 8 NT) - 1) are copied into the same tile below W's rows, in the same copy group
 // (cp.async.ca: through L1, which the CTAs of an SM share), so the MMAs never wait on a
-// global load of A (ncu at M = 16 had 3.2 of 8.5 cycles per issue on L1TEX; not yet
-// measured). Otherwise A is read through L1 as each batch is used. W loads carry
+// global load of A (ncu at M = 16 had 3.2 of 8.5 cycles per issue on L1TEX). With it one
+// stripe beats two again at M = 9-16 (commit 5d93ccc sweep). Otherwise A is read through
+// L1 as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
 // griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
 // Launch: grid (row groups of 16 R rows, splits), WARPS * 32 threads, at most 128 registers
@@ -38,7 +39,9 @@
 // tuned async shapes): M = 1 15.1 us, M = 8 16.0 us (cuBLAS addmm 17.1-17.3), M = 16
 // 19.8 us with one stripe (cuBLAS 15.5; ncu: A mostly from L2, once per CTA), 18.2 us
 // with two (commit 9f8437b; ncu there: 19% occupancy, 3.2 of 8.5 cycles per issue
-// waiting on L1TEX). The reg and smem loaders:
+// waiting on L1TEX); with A in the ring (commit 33c4b77): M = 1 14.7 us, M = 8 15.5 us
+// (cuBLAS 17.0-17.1), M = 9-16 15.6-16.1 us with one stripe, 64-column batches (cuBLAS
+// 15.2-15.4). The reg and smem loaders:
 // 17.0-19.2 us at M = 1 (registers hold too few bytes in flight). Read floor 12.8 us.
 #pragma once
 
