@@ -27,8 +27,11 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
     const LinearPlan p = plan_linear(m, n, k, bits, o);
     if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits, int(p.items)}).second) out.push_back(o);
   };
+  // Token tiles: the default for M, twice it, and half it (two tiles re-read W but double
+  // the items: glm47 o at M = 64 had only 40 stripe groups x 2 splits for 132 SMs).
   const int base = default_n_tiles(m);
-  for (int nt : {base, std::min(8, base * 2)})
+  std::set<int> tiles{base, std::min(8, base * 2), std::max(1, base / 2)};
+  for (int nt : tiles)
     for (int warps : {4, 8})
       for (int splits : {1, 2, 3, 4, 6, 8, 12})
         for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
@@ -82,10 +85,18 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
         std::vector<QuantizedMatrix> q;
         for (int i = 0; i < sets; ++i) q.push_back(cuda::repack(flat, Layout::mma16, nullptr));
         for (int64_t m : o.ms) {
-          Buffer x = upload(random_bf16(size_t(m * p.K), seed++, 1.0f));
-          Buffer y = Buffer::allocate(Memory::device, size_t(m * p.N) * 2);
-          std::vector<Buffer> r;
-          if (p.residual) r.push_back(upload(random_bf16(size_t(m * p.N), seed++, 1.0f)));
+          // x, y and the residual rotate with W, as in kbit bench (with one x, hot in L2, the
+          // tune timed glm47 kv k = 2 M = 16 at 10.3 us where the bench timed the same plan
+          // at 12.9 us, commit 33c4b77).
+          const std::vector<uint16_t> x_host = random_bf16(size_t(m * p.K), seed++, 1.0f);
+          const std::vector<uint16_t> r_host = p.residual ? random_bf16(size_t(m * p.N), seed++, 1.0f)
+                                                          : std::vector<uint16_t>{};
+          std::vector<Buffer> x, y, r;
+          for (int i = 0; i < sets; ++i) {
+            x.push_back(upload(x_host));
+            y.push_back(Buffer::allocate(Memory::device, size_t(m * p.N) * 2));
+            if (p.residual) r.push_back(upload(r_host));
+          }
           TimingOptions t;
           t.calls_per_graph = std::max(sets, 8);
           const double est_us = std::max({double(bytes) / 3.5e6, 2.0 * double(m * p.N * p.K) / 5e8, 3.0});
@@ -93,10 +104,14 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
           t.repeats = o.repeats;
           auto time_plan = [&](const LinearOptions& base) {
             LinearOptions lo = base;
-            if (p.residual) lo.residual = TensorView{r[0].data(), DType::bf16, m, p.N};
-            const TensorView xv{x.data(), DType::bf16, m, p.K};
-            const MutableTensorView yv{y.data(), DType::bf16, m, p.N};
-            return time_graph([&](cudaStream_t s, int call) { linear(xv, q[size_t(call % sets)], yv, ws, s, lo); }, t)
+            return time_graph(
+                       [&](cudaStream_t s, int call) {
+                         const size_t i = size_t(call % sets);
+                         if (p.residual) lo.residual = TensorView{r[i].data(), DType::bf16, m, p.N};
+                         linear(TensorView{x[i].data(), DType::bf16, m, p.K}, q[i],
+                                MutableTensorView{y[i].data(), DType::bf16, m, p.N}, ws, s, lo);
+                       },
+                       t)
                 .median_us;
           };
           LinearTuneRow row;
