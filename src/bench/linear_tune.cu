@@ -56,7 +56,8 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
 
 }  // namespace
 
-std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
+std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
+                                           const std::function<void(const LinearTuneRow&)>& on_row) {
   KBIT_REQUIRE(cuda::device_available(), "kbit tune needs a CUDA GPU: ", cuda::device_description());
   for (int b : o.bits) require_supported_bits(b);
   for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 65536, "--m values must be 1..65536, got ", m);
@@ -150,11 +151,13 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o) {
             row.best = detail::LinearConfig{dev.name,        bits,          p.N,          p.K,
                                             m,               heuristic.path, heuristic.n_tiles, heuristic.warps,
                                             heuristic.splits, row.heuristic_us, heuristic.items};
-          std::fprintf(stderr, "%-36s k=%d M=%-5lld best %8.2f us (%s splits=%d n_tiles=%d warps=%d) heuristic %8.2f us\n",
+          std::fprintf(stderr,
+                       "%-36s k=%d M=%-5lld best %8.2f us (%s splits=%d n_tiles=%d warps=%d items=%s) heuristic %8.2f us\n",
                        (model.key + "." + p.name).c_str(), bits, (long long)m, row.best.us,
                        std::string(linear_path_name(row.best.path)).c_str(), row.best.splits, row.best.n_tiles,
-                       row.best.warps, row.heuristic_us);
+                       row.best.warps, std::string(linear_items_name(row.best.items)).c_str(), row.heuristic_us);
           rows.push_back(row);
+          if (on_row) on_row(row);
         }
       }
     }

@@ -4,6 +4,7 @@
 // method, keep the fastest, and merge the winners into a data/linear_configs.json table.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,10 @@ struct LinearTuneRow {
   int candidates = 0;
 };
 
-// Throws without a GPU. Progress goes to stderr.
-std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o);
+// Throws without a GPU. Progress goes to stderr; on_row (if set) sees each case as it
+// finishes (kbit tune writes its table there, so a run cut short keeps what it measured).
+std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
+                                           const std::function<void(const LinearTuneRow&)>& on_row = {});
 
 // `table` with the entries of `tuned` added, replacing those of the same device, bits, n, k, m.
 std::vector<detail::LinearConfig> merge_linear_configs(std::vector<detail::LinearConfig> table,

@@ -122,7 +122,25 @@ void add_tune_command(CLI::App& app) {
   tune->final_callback([tune, a] {
     if (!tune->get_subcommands().empty()) return;
     const std::vector<detail::LinearConfig> table = read_table(a->out);
-    const auto rows = bench::run_linear_tune(a->o);
+    // The table is rewritten after every case (through a temporary file and a rename), so
+    // that a run stopped by a time limit keeps the cases it finished.
+    std::vector<detail::LinearConfig> so_far;
+    auto write_table = [&](const std::vector<detail::LinearConfig>& tuned) {
+      const auto merged = bench::merge_linear_configs(table, tuned);
+      const std::string tmp = a->out + ".partial";
+      {
+        std::ofstream out(tmp);
+        KBIT_REQUIRE(out.good(), "cannot write ", tmp);
+        out << detail::linear_configs_to_json(merged);
+        KBIT_REQUIRE(out.good(), "writing ", tmp, " failed");
+      }
+      KBIT_REQUIRE(std::rename(tmp.c_str(), a->out.c_str()) == 0, "cannot replace ", a->out);
+      return merged.size();
+    };
+    const auto rows = bench::run_linear_tune(a->o, [&](const bench::LinearTuneRow& r) {
+      so_far.push_back(r.best);
+      write_table(so_far);
+    });
     std::vector<detail::LinearConfig> tuned;
     double sum_best = 0, sum_heuristic = 0;
     std::printf("%-4s %7s %7s %5s  %-40s %10s %10s\n", "k", "N", "K", "M", "best plan", "best us", "heur. us");
@@ -137,12 +155,9 @@ void add_tune_command(CLI::App& app) {
                       .c_str(),
                   r.best.us, r.heuristic_us);
     }
-    const auto merged = bench::merge_linear_configs(table, tuned);
-    std::ofstream out(a->out);
-    KBIT_REQUIRE(out.good(), "cannot write ", a->out);
-    out << detail::linear_configs_to_json(merged);
+    const size_t entries = write_table(tuned);
     std::printf("%zu cases; sum of best %.1f us vs the heuristic's %.1f us; %zu entries written to %s\n", rows.size(),
-                sum_best, sum_heuristic, merged.size(), a->out.c_str());
+                sum_best, sum_heuristic, entries, a->out.c_str());
   });
 }
 
