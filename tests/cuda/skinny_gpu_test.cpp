@@ -156,6 +156,16 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
                         MutableTensorView{cbd.data(), DType::bf16, 24, n}, nullptr, o);
           }, "at most 16");
         }
+}
+
+// Its own test so that compute-sanitizer can take the async loader (A copied into the ring
+// next to W) alone: `--gtest_filter=GpuSkinny.AsyncLoader*`.
+TEST(GpuSkinny, AsyncLoaderShapesAgreeBitForBitRunToRun) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 7168, k = 3584, m = 16;
+  const HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
+  const auto ref = reference(a, w, nullptr, m);
+  Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
   // The async loader (a run-time ring per warp) at M = 16: one and two 16-row stripes,
   // rings of 2..8 tiles of 64 and 128 columns; one too large for shared memory is a clear
   // error.
