@@ -163,35 +163,39 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
   for (int bits : {2, 5})
     for (DType dt : {DType::f16, DType::bf16}) {
       const Quantized q = quantize_random(n, k, bits, 900 + bits);
-      const HostMatrix x = random_matrix(m, k, dt, 7, 1.0f, 0.0, k + 8);  // strided rows
-      const HostMatrix r = random_matrix(m, n, dt, 8);
-      const HostMatrix b = random_matrix(1, n, dt, 9);
-      std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
-      Buffer xd = upload(x), rd = upload(r), bd = upload(b);
-      for (LinearPath path : {LinearPath::fused_mma, LinearPath::automatic}) {
-        Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
-        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+      // strided rows: 16-byte aligned (k + 8) and not (k + 3: every kernel's guarded x path)
+      for (int64_t ldx : {k + 8, k + 3}) {
+        const HostMatrix x = random_matrix(m, k, dt, 7, 1.0f, 0.0, ldx);
+        const HostMatrix r = random_matrix(m, n, dt, 8);
+        const HostMatrix b = random_matrix(1, n, dt, 9);
+        std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
+        Buffer xd = upload(x), rd = upload(r), bd = upload(b);
+        for (LinearItems items : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
+          Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
+          ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+          LinearOptions o;
+          if (items != LinearItems::automatic) o.path = LinearPath::fused_mma, o.items = items;
+          o.bias = bd.data();
+          o.residual = TensorView{rd.data(), dt, m, n};
+          linear(TensorView{xd.data(), dt, m, k, ldx}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n, n + 4},
+                 ws, nullptr, o);
+          const auto all = download16(yd.data(), size_t(m * (n + 4)));
+          std::vector<uint16_t> got;
+          for (int64_t i = 0; i < m; ++i) got.insert(got.end(), all.begin() + i * (n + 4), all.begin() + i * (n + 4) + n);
+          EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt))
+              << "k=" << bits << " " << dtype_name(dt) << " ldx=" << ldx << " items=" << linear_items_name(items);
+          EXPECT_EQ(all[size_t(n)], 0xffff) << "wrote into the row padding";
+        }
+        // in place: residual == y
+        Buffer yd = upload(r);
         LinearOptions o;
-        o.path = path;
         o.bias = bd.data();
-        o.residual = TensorView{rd.data(), dt, m, n};
-        linear(TensorView{xd.data(), dt, m, k, k + 8}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n, n + 4},
-               ws, nullptr, o);
-        const auto all = download16(yd.data(), size_t(m * (n + 4)));
-        std::vector<uint16_t> got;
-        for (int64_t i = 0; i < m; ++i) got.insert(got.end(), all.begin() + i * (n + 4), all.begin() + i * (n + 4) + n);
-        EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt)) << "k=" << bits << " " << dtype_name(dt);
-        EXPECT_EQ(all[size_t(n)], 0xffff) << "wrote into the row padding";
+        o.residual = TensorView{yd.data(), dt, m, n};
+        linear(TensorView{xd.data(), dt, m, k, ldx}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, o);
+        EXPECT_LE(relative_error(dt, download16(yd.data(), size_t(m * n)), ref, m * n), tolerance(dt)) << "in place";
       }
-      // in place: residual == y
-      Buffer yd = upload(r);
-      LinearOptions o;
-      o.bias = bd.data();
-      o.residual = TensorView{yd.data(), dt, m, n};
-      linear(TensorView{xd.data(), dt, m, k, k + 8}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, o);
-      EXPECT_LE(relative_error(dt, download16(yd.data(), size_t(m * n)), ref, m * n), tolerance(dt)) << "in place";
     }
 }
 
