@@ -210,7 +210,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
            : c && (c->path != LinearPath::gemv || gemv) ? c->path
            : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv
            : m > (large ? detail::kLargeFusedMaxM : detail::kDefaultFusedMaxM) ? LinearPath::dequant_cublas
-                                                                        : LinearPath::fused_mma;
+                                                                               : LinearPath::fused_mma;
   if (p.path == LinearPath::gemv && o.path == LinearPath::automatic && !c) p.source = "heuristic";
   if (p.path == LinearPath::gemv) {
     KBIT_REQUIRE(gemv, "linear: the gemv path takes M = 1..", cuda::detail::kGemvMaxM,
@@ -234,10 +234,10 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
-  p.splits = o.splits                                          ? o.splits
-             : c                                                 ? c->splits
+  p.splits = o.splits                                        ? o.splits
+             : c                                               ? c->splits
              : small_multi_tile && p.items == LinearItems::cta ? 1
-                      : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
+             : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
     p.source = "forced";
