@@ -209,7 +209,7 @@ RoutedMoeBench::RoutedMoeBench(const Projection& p, uint64_t seed) : impl_(std::
 
 RoutedMoeBench::~RoutedMoeBench() = default;
 
-RoutedMoeTiming RoutedMoeBench::time(int64_t t, int bits, int repeats) {
+RoutedMoeTiming RoutedMoeBench::time(int64_t t, int bits, int repeats, const ExpertLinearOptions& kbit_options) {
   const Projection& p = impl_->p;
   const int64_t e = p.experts, n = p.N, k = p.K;
   if (!impl_->wq.count(bits)) impl_->wq.emplace(bits, quantize_stack(impl_->wd, e, n, k, bits));
@@ -260,7 +260,7 @@ RoutedMoeTiming RoutedMoeBench::time(int64_t t, int bits, int repeats) {
       [&](cudaStream_t s, int call) {
         expert_linear(TensorView{xd.data(), DType::bf16, pairs, k}, wq, e,
                       static_cast<const int32_t*>(od[size_t(call) % nr].data()),
-                      MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, s);
+                      MutableTensorView{yd.data(), DType::bf16, pairs, n}, ws, s, kbit_options);
       },
       to);
   out.kbit_tbps = packed_per_expert * out.touched / (out.kbit.median_us * 1e6);
@@ -280,14 +280,15 @@ void run_moe_bench(const MoeBenchOptions& o) {
     RoutedMoeBench bench(p, o.seed);
     for (int bits : o.bits)
       for (int64_t t : o.tokens) {
-        const RoutedMoeTiming r = bench.time(t, bits, o.repeats);
+        const RoutedMoeTiming r = bench.time(t, bits, o.repeats, o.kbit);
         const double tb = r.cublas.median_us, tk = r.kbit.median_us;
         std::printf("%-12s %5lld %2d %7lld %8.1f %12.2f %12.2f %7.2fx %9.2f %9zu\n", p.name.c_str(), (long long)t, bits,
                     (long long)p.experts, r.touched, tb, tk, tb / tk, r.kbit_tbps, r.routings);
         rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
                         {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
                         {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
-                        {"kbit_effective_TBps", r.kbit_tbps}, {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
+                        {"kbit_effective_TBps", r.kbit_tbps}, {"kbit_items", std::string(linear_items_name(o.kbit.items))},
+                        {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
       }
   }
   run_moe_forward_rows(o, shapes, dev, rows);

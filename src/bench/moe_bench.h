@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "kbit/moe.h"
 #include "kbit/shapes.h"
 
 namespace kbit::bench {
@@ -26,6 +27,9 @@ struct MoeBenchOptions {
   int repeats = 9;
   uint64_t seed = 1;
   std::string json_path;
+  // kbit::expert_linear's options for the projection rows (e.g. items = stripes to time
+  // the fused kernel's stripe groups against its automatic plan).
+  ExpertLinearOptions kbit;
 };
 
 void run_moe_bench(const MoeBenchOptions& o);
@@ -47,7 +51,7 @@ class RoutedMoeBench {
   RoutedMoeBench(const RoutedMoeBench&) = delete;
   RoutedMoeBench& operator=(const RoutedMoeBench&) = delete;
   // `tokens` decode/prefill tokens routed top-p.active of p.experts.
-  RoutedMoeTiming time(int64_t tokens, int bits, int repeats);
+  RoutedMoeTiming time(int64_t tokens, int bits, int repeats, const ExpertLinearOptions& kbit_options = {});
 
  private:
   struct Impl;

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
+#include "kbit/linear.h"
 
 namespace kbit {
 namespace generated {
@@ -186,7 +187,13 @@ void add_bench_command(CLI::App& app) {
   mcmd->add_option("--repeats", moe->repeats, "timed samples per row")->capture_default_str();
   mcmd->add_option("--seed", moe->seed, "routing seed")->capture_default_str();
   mcmd->add_option("--json", moe->json_path, "one JSON object per row");
-  mcmd->callback([moe] {
+  auto moe_items = std::make_shared<std::string>("auto");
+  mcmd->add_option("--items", *moe_items,
+                   "kbit::expert_linear's fused-kernel item mode: auto, cta, warp or stripes (anything but auto "
+                   "forces the fused kernel)")
+      ->capture_default_str();
+  mcmd->callback([moe, moe_items] {
+    moe->kbit.items = parse_linear_items(*moe_items);
     KBIT_REQUIRE(moe->repeats > 0, "--repeats must be positive");
     for (int64_t t : moe->tokens) KBIT_REQUIRE(t >= 1 && t <= 65536, "--tokens values must be 1..65536, got ", t);
     for (int b : moe->bits) require_supported_bits(b);
