@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/checks.h"
+#include "core/enum_names.h"
 #include "cuda/device_checks.h"
 #include "cuda/linear/fused_args.h"
 #include "dispatch/cublas_gemm.h"
@@ -155,37 +156,23 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
   return best;
 }
 
-std::string_view linear_path_name(LinearPath p) {
-  switch (p) {
-    case LinearPath::automatic: return "auto";
-    case LinearPath::fused_mma: return "fused_mma";
-    case LinearPath::dequant_cublas: return "dequant_cublas";
-    case LinearPath::gemv: return "gemv";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::EnumNames<LinearPath, 4> kPathNames{
+    "linear path",
+    {{{LinearPath::automatic, "auto"},
+      {LinearPath::gemv, "gemv"},
+      {LinearPath::fused_mma, "fused_mma"},
+      {LinearPath::dequant_cublas, "dequant_cublas"}}}};
+constexpr detail::EnumNames<LinearItems, 4> kItemNames{
+    "fused-kernel item mode",
+    {{{LinearItems::automatic, "auto"}, {LinearItems::cta, "cta"}, {LinearItems::warp, "warp"},
+      {LinearItems::stripes, "stripes"}}}};
+}  // namespace
 
-LinearPath parse_linear_path(std::string_view name) {
-  for (LinearPath p : {LinearPath::automatic, LinearPath::gemv, LinearPath::fused_mma, LinearPath::dequant_cublas})
-    if (linear_path_name(p) == name) return p;
-  throw Error(detail::concat("unknown linear path '", name, "' (expected auto, gemv, fused_mma or dequant_cublas)"));
-}
-
-std::string_view linear_items_name(LinearItems i) {
-  switch (i) {
-    case LinearItems::automatic: return "auto";
-    case LinearItems::cta: return "cta";
-    case LinearItems::warp: return "warp";
-    case LinearItems::stripes: return "stripes";
-  }
-  return "?";
-}
-
-LinearItems parse_linear_items(std::string_view name) {
-  for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes})
-    if (linear_items_name(i) == name) return i;
-  throw Error(detail::concat("unknown fused-kernel item mode '", name, "' (expected auto, cta, warp or stripes)"));
-}
+std::string_view linear_path_name(LinearPath p) { return kPathNames.name(p); }
+LinearPath parse_linear_path(std::string_view name) { return kPathNames.parse(name); }
+std::string_view linear_items_name(LinearItems i) { return kItemNames.name(i); }
+LinearItems parse_linear_items(std::string_view name) { return kItemNames.parse(name); }
 
 std::string LinearPlan::describe() const {
   if (path == LinearPath::dequant_cublas) return "dequant_cublas (" + source + ")";

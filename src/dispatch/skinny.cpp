@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/checks.h"
+#include "core/enum_names.h"
 #include "kbit/cuda.h"
 #include "cuda/device_checks.h"
 #include "cuda/skinny/skinny_args.h"
@@ -20,23 +21,15 @@ int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
 
 }  // namespace
 
-const char* skinny_loader_name(SkinnyLoader l) {
-  switch (l) {
-    case SkinnyLoader::automatic: return "auto";
-    case SkinnyLoader::tma: return "tma";
-    case SkinnyLoader::registers: return "reg";
-    case SkinnyLoader::staged: return "smem";
-    case SkinnyLoader::async: return "async";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::EnumNames<SkinnyLoader, 5> kLoaderNames{
+    "skinny loader",
+    {{{SkinnyLoader::automatic, "auto"}, {SkinnyLoader::tma, "tma"}, {SkinnyLoader::registers, "reg"},
+      {SkinnyLoader::staged, "smem"}, {SkinnyLoader::async, "async"}}}};
+}  // namespace
 
-SkinnyLoader parse_skinny_loader(const std::string& name) {
-  for (SkinnyLoader l : {SkinnyLoader::automatic, SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged,
-                         SkinnyLoader::async})
-    if (name == skinny_loader_name(l)) return l;
-  throw Error("skinny loader '" + name + "': expected auto, tma, reg, smem or async");
-}
+const char* skinny_loader_name(SkinnyLoader l) { return kLoaderNames.name(l).data(); }  // literals: terminated
+SkinnyLoader parse_skinny_loader(const std::string& name) { return kLoaderNames.parse(name); }
 
 std::string SkinnyPlan::describe() const {
   // The ring kernel's names stay as they were before the streaming kernel existed.

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/enum_names.h"
 #include "kbit/error.h"
 #include "kbit/streaming.h"
 
@@ -9,23 +10,15 @@ namespace {
 
 std::string gib(int64_t b) { return detail::concat(double(b) / double(int64_t(1) << 30), " GiB"); }
 
+constexpr detail::EnumNames<StreamSource, 4> kSourceNames{
+    "stream source",
+    {{{StreamSource::automatic, "auto"}, {StreamSource::pinned_host, "pinned"}, {StreamSource::mapped_file, "mmap"},
+      {StreamSource::gds, "gds"}}}};
+
 }  // namespace
 
-std::string_view stream_source_name(StreamSource s) {
-  switch (s) {
-    case StreamSource::automatic: return "auto";
-    case StreamSource::pinned_host: return "pinned";
-    case StreamSource::mapped_file: return "mmap";
-    case StreamSource::gds: return "gds";
-  }
-  return "?";
-}
-
-StreamSource parse_stream_source(std::string_view name) {
-  for (StreamSource s : {StreamSource::automatic, StreamSource::pinned_host, StreamSource::mapped_file, StreamSource::gds})
-    if (stream_source_name(s) == name) return s;
-  throw Error(detail::concat("unknown stream source '", name, "' (expected auto, pinned, mmap or gds)"));
-}
+std::string_view stream_source_name(StreamSource s) { return kSourceNames.name(s); }
+StreamSource parse_stream_source(std::string_view name) { return kSourceNames.parse(name); }
 
 std::string ResidencyPlan::describe() const {
   if (slots == 0) return detail::concat(resident_layers, " layers resident (", gib(resident_bytes), "), nothing streamed");

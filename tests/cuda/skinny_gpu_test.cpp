@@ -87,12 +87,22 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
       }
 }
 
+// The Kimi latent shape at M = 16 (random W and A, the fp64 reference, device copies and
+// an output buffer), shared by the shape tests.
+struct KimiM16 {
+  static constexpr int64_t n = 7168, k = 3584, m = 16;
+  HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
+  std::vector<double> ref = reference(a, w, nullptr, m);
+  Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+};
+
 TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
   KBIT_SKIP_WITHOUT_GPU();
-  const int64_t n = 7168, k = 3584, m = 16;
-  const HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
-  const auto ref = reference(a, w, nullptr, m);
-  Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+  KimiM16 kimi;
+  const int64_t n = kimi.n, k = kimi.k, m = kimi.m;
+  const HostMatrix& w = kimi.w;
+  Buffer &wd = kimi.wd, &ad = kimi.ad, &cd = kimi.cd;
+  const auto& ref = kimi.ref;
   // Every instantiated (warps, stripes) with three rings (stages x kslice) at M = 16
   // (n_tiles 2) and, with a larger A, M = 24 and 32 (n_tiles 4), each with and without a
   // cluster split of K. A ring too large for shared memory must be a clear error.
@@ -162,10 +172,11 @@ TEST(GpuSkinny, EveryKernelShapeAgreesBitForBitRunToRun) {
 // next to W) alone: `--gtest_filter=GpuSkinny.AsyncLoader*`.
 TEST(GpuSkinny, AsyncLoaderShapesAgreeBitForBitRunToRun) {
   KBIT_SKIP_WITHOUT_GPU();
-  const int64_t n = 7168, k = 3584, m = 16;
-  const HostMatrix w = random_matrix(n, k, DType::bf16, 5, 0.05f), a = random_matrix(m, k, DType::bf16, 6);
-  const auto ref = reference(a, w, nullptr, m);
-  Buffer wd = upload(w), ad = upload(a), cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+  KimiM16 kimi;
+  const int64_t n = kimi.n, k = kimi.k, m = kimi.m;
+  const HostMatrix& w = kimi.w;
+  Buffer &wd = kimi.wd, &ad = kimi.ad, &cd = kimi.cd;
+  const auto& ref = kimi.ref;
   // The async loader (a run-time ring per warp) at M = 16: one and two 16-row stripes,
   // rings of 2..8 tiles of 64 and 128 columns; one too large for shared memory is a clear
   // error.
