@@ -74,7 +74,8 @@ for step in ${KBIT_STEPS:-}; do
           echo "== $v (round $r)"; timeout "${KBIT_AB_TIMEOUT:-120}" bash -c "$KBIT_AB_CMD" 2>&1
         done
       done > "$OUT/ab.txt"
-      cp /tmp/ab_new "$KBIT_AB_TARGET"; ninja -C build-dev kbit > /dev/null 2>&1
+      # Restore the tree's file (KBIT_AB_RESTORE=0 skips the rebuild when ab is the last step).
+      cp /tmp/ab_new "$KBIT_AB_TARGET"; [ "${KBIT_AB_RESTORE:-1}" = 1 ] && ninja -C build-dev kbit > /dev/null 2>&1
       cat "$OUT/ab.txt" ;;
     cmd) echo "== $KBIT_CMD"; timeout "${KBIT_CMD_TIMEOUT:-120}" bash -c "$KBIT_CMD" > "$OUT/cmd.txt" 2>&1; echo "rc=$?"; cat "$OUT/cmd.txt" ;;
     memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
