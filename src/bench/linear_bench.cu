@@ -400,7 +400,7 @@ std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
               if (!refs.count(bits)) refs[bits] = reference_rows(in, bits ? dequantized[bits] : w_exact, sample);
               const double act = double(m * p.K + m * p.N * (p.residual ? 2 : 1)) * 2;
               row.bytes = b->weight_bytes(in) + act;
-              row.num_buffers = std::min(buffers_to_defeat_l2(size_t(row.bytes)), 256);
+              row.num_buffers = linear_rotation_sets(size_t(row.bytes));
               b->prepare(in, row.num_buffers);
               row.config = b->config();
               TimingOptions t;

@@ -82,7 +82,7 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
         const QuantizedMatrix flat =
             cuda::quantize(TensorView{wd.data(), DType::bf16, p.N, p.K}, Codebook::bnf(bits), nullptr);
         const size_t bytes = size_t(flat.storage_bytes());
-        const int sets = std::min(buffers_to_defeat_l2(bytes), 64);
+        const int sets = linear_rotation_sets(bytes);  // the bench's rotation (weights alone: no fewer sets)
         std::vector<QuantizedMatrix> q;
         for (int i = 0; i < sets; ++i) q.push_back(cuda::repack(flat, Layout::mma16, nullptr));
         for (int64_t m : o.ms) {

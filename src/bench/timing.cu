@@ -118,4 +118,8 @@ int buffers_to_defeat_l2(size_t bytes_per_call) {
   return int(std::max<size_t>(1, target / std::max<size_t>(bytes_per_call, 1) + 1));
 }
 
+int linear_rotation_sets(size_t bytes_per_call) {
+  return std::min(buffers_to_defeat_l2(bytes_per_call), kMaxLinearSets);
+}
+
 }  // namespace kbit::bench

@@ -31,6 +31,14 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
 // more than 3x the L2 of the current device (at least 1).
 int buffers_to_defeat_l2(size_t bytes_per_call);
 
+// The buffer sets kbit bench and kbit tune rotate a kbit::linear call over:
+// buffers_to_defeat_l2, capped at kMaxLinearSets. The cap is high enough that the
+// smallest model projection (2048 x 512 at k = 2 with its activations, ~0.3 MB) still
+// spans 3x L2: at a cap of 64 (the tune's, until this) or 256 (the bench's) small
+// shapes were partly served from L2, so the tune timed them faster than the bench did.
+inline constexpr int kMaxLinearSets = 1024;
+int linear_rotation_sets(size_t bytes_per_call);
+
 struct DeviceInfo {
   std::string name;
   int cc_major = 0, cc_minor = 0, sms = 0;
