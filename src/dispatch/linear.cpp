@@ -207,13 +207,22 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     return p;
   }
   if (p.path == LinearPath::dequant_cublas) return p;
-  p.n_tiles = o.n_tiles ? o.n_tiles : c ? c->n_tiles : default_n_tiles(m);
-  // Untuned small W from n_tiles = 2: 8 warps and no split. kbit tune on the H200 (33c4b77)
-  // put splits = 1 first on all 7 qwen3 projections and glm47 kv, moe_gu, moe_dn at M = 16
-  // (qwen3 q 6.9 us against 12.0 with the split heuristic's 2 splits of 4 warps): the
-  // split fix-up costs more than the parallelism it buys at these sizes.
-  const bool small_multi_tile = !c && !large && p.n_tiles >= 2;
-  p.warps = o.warps ? o.warps : c ? c->warps : small_multi_tile ? 8 : 4;
+  // Untuned small W (below kStripesMinWeights): no split, CTA items, 8 warps where K has a
+  // supertile for each (4 below: a CTA item's warps share its K), and at M = 9..16 half the
+  // token tile while the stripes alone fill fewer than 1.5 waves of SMs. kbit tune on the
+  // H200 with the bench's cold rotation (e5ce83e, qwen3_coder_next at M = 8 and 16, k = 2..5,
+  // 75 cases) put 1 split first on all 75 (q at M = 8: 5.9 us against 9.0 with the split
+  // heuristic's 2 splits of 4 warps: the fix-up costs more than the parallelism it buys),
+  // 8 warps on 65 (4 on the K = 512 shapes), and n_tiles = 1 at M = 16 on 16 of the 18 N <=
+  // 2048 cases (k, v: 4.4 us against 7.6 at n_tiles = 2: 32 stripes are too few items for
+  // 132 SMs) but on none at N = 4096.
+  const bool small = !c && !large;
+  const bool few_stripes = ceil_div(n, 16) * 2 < 3 * int64_t(current_sm_count());
+  p.n_tiles = o.n_tiles ? o.n_tiles
+              : c       ? c->n_tiles
+              : small && m > 8 && m <= 16 && few_stripes ? 1
+                                                         : default_n_tiles(m);
+  p.warps = o.warps ? o.warps : c ? c->warps : small && ceil_div(k, 128) >= 8 ? 8 : 4;
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
             : large && p.n_tiles >= 2          ? LinearItems::stripes
@@ -223,7 +232,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
-             : small_multi_tile && p.items == LinearItems::cta ? 1
+             : small && p.items == LinearItems::cta ? 1
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)

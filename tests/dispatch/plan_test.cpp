@@ -92,10 +92,16 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(64, 12288, 5120, 4).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(65, 12288, 5120, 4).path, LinearPath::dequant_cublas);
   EXPECT_EQ(plan_linear(16, 2048, 5120, 4).items, LinearItems::cta);
-  // untuned small W from M = 9: 8 warps, no split
-  EXPECT_EQ(plan_linear(16, 4096, 2048, 4).warps, 8);
-  EXPECT_EQ(plan_linear(16, 4096, 2048, 4).splits, 1);
-  EXPECT_EQ(plan_linear(8, 4096, 2048, 4, f).warps, 4);
+  // untuned small W (shapes not in the table): no split, 8 warps where K has 8 supertiles,
+  // half the token tile at M = 9..16 while the stripes fill fewer than 1.5 waves of 132 SMs
+  EXPECT_EQ(plan_linear(16, 4000, 2000, 4).warps, 8);
+  EXPECT_EQ(plan_linear(16, 4000, 2000, 4).splits, 1);
+  EXPECT_EQ(plan_linear(16, 4000, 2000, 4).n_tiles, 2);  // 250 stripes
+  EXPECT_EQ(plan_linear(16, 1000, 2000, 4).n_tiles, 1);  // 63 stripes
+  EXPECT_EQ(plan_linear(32, 1000, 2000, 4).n_tiles, 4);
+  EXPECT_EQ(plan_linear(8, 4000, 2000, 4, f).warps, 8);
+  EXPECT_EQ(plan_linear(8, 4000, 2000, 4, f).splits, 1);
+  EXPECT_EQ(plan_linear(8, 4000, 500, 4).warps, 4);  // 4 supertiles of K
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
