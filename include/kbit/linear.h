@@ -55,7 +55,9 @@ struct LinearOptions {
   // Fused-kernel overrides (0 / automatic: from the tuned table or the heuristic).
   int n_tiles = 0, warps = 0, splits = 0;
   LinearItems items = LinearItems::automatic;
-  bool pdl = false;  // programmatic dependent launch of the fused kernel (weights load before the wait)
+  // Programmatic dependent launch of the GEMV and fused kernels: they load weights (and
+  // build their tables) before waiting for the previous kernel. Safe after any kernel.
+  bool pdl = false;
 };
 
 // Device scratch for kbit::linear: split-K partials and counters, the rotated

@@ -167,12 +167,15 @@ class SkinnyBackend : public Backend {
   bool residual_ = false;
 };
 
-// kbit::linear on the mma16 layout: the automatic plan, or one path forced.
+// kbit::linear on the mma16 layout: the automatic plan, or one path forced; with `pdl`
+// every call launches with programmatic dependent launch, as in a decode step's chain of
+// PDL launches (each call's weight loads and table build overlap the previous call's tail).
 class KbitLinearBackend : public Backend {
  public:
-  explicit KbitLinearBackend(LinearPath path) : path_(path) {}
+  explicit KbitLinearBackend(LinearPath path, bool pdl = false) : path_(path), pdl_(pdl) {}
   std::string name() const override {
-    return path_ == LinearPath::automatic ? "kbit_linear" : "kbit_" + std::string(linear_path_name(path_));
+    return path_ == LinearPath::automatic ? (pdl_ ? "kbit_linear_pdl" : "kbit_linear")
+                                          : "kbit_" + std::string(linear_path_name(path_));
   }
   bool is_kbit() const override { return true; }
   double weight_bytes(const CaseInputs& in) const override { return double(in.q->storage_bytes()); }
@@ -186,6 +189,7 @@ class KbitLinearBackend : public Backend {
     }
     opts_ = LinearOptions{};
     opts_.path = path_;
+    opts_.pdl = pdl_;
     m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
     plan_ = plan_linear(m_, n_, k_, in.c.bits, opts_);
   }
@@ -199,6 +203,7 @@ class KbitLinearBackend : public Backend {
 
  private:
   LinearPath path_;
+  bool pdl_ = false;
   std::vector<QuantizedMatrix> q_;
   std::unique_ptr<LinearWorkspace> ws_;
   LinearOptions opts_;
@@ -209,6 +214,7 @@ class KbitLinearBackend : public Backend {
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_linear") return std::make_unique<KbitLinearBackend>(LinearPath::automatic);
+  if (name == "kbit_linear_pdl") return std::make_unique<KbitLinearBackend>(LinearPath::automatic, true);
   if (name == "kbit_skinny") return std::make_unique<SkinnyBackend>();
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
   if (name == "kbit_gemv") return std::make_unique<KbitLinearBackend>(LinearPath::gemv);
@@ -267,7 +273,7 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 }  // namespace
 
 std::vector<std::string> backend_names() {
-  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_gemv", "kbit_fused_mma", "kbit_dequant_cublas", "kbit_skinny",
+  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_dequant_cublas", "kbit_skinny",
           "fixture_wrong"};
 }
 

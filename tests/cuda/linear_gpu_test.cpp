@@ -239,6 +239,73 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
   }
 }
 
+// A chain of calls where each call's x is the previous call's y, launched with PDL: every
+// kernel lets the next one start early (its weight loads before griddepcontrol.wait), so a
+// missing wait would read a y still being written. The chain must give bit for bit what the
+// same calls give without PDL, on a stream and replayed from a graph, on every path that
+// takes PDL (GEMV, fused kernel in each item mode with split-K through the shared workspace).
+TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 2048, layers = 6;
+  LinearWorkspace ws({64, n, n, true});
+  std::vector<Quantized> w;
+  for (int64_t l = 0; l < layers; ++l) w.push_back(quantize_random(n, n, int(2 + l % 4), 300 + uint64_t(l)));
+  for (int64_t m : {1, 3, 16, 64}) {
+    std::vector<LinearOptions> plans(1);  // automatic
+    if (m <= 4) plans.emplace_back().path = LinearPath::gemv;
+    for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
+      LinearOptions f;
+      f.path = LinearPath::fused_mma, f.items = items, f.splits = 3;
+      plans.push_back(f);
+    }
+    const HostMatrix x = random_matrix(m, n, DType::bf16, 310 + uint64_t(m));
+    Buffer x0 = upload(x);
+    std::vector<Buffer> act;
+    for (int64_t l = 0; l < layers; ++l) act.push_back(Buffer::allocate(Memory::device, size_t(m * n) * 2));
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    for (size_t pi = 0; pi < plans.size(); ++pi) {
+      const std::string what = "M=" + std::to_string(m) + " plan " + std::to_string(pi) + " (" +
+                               plan_linear(m, n, n, 4, plans[pi]).describe() + ")";
+      auto chain = [&](bool pdl) {
+        LinearOptions o = plans[pi];
+        o.pdl = pdl;
+        for (int64_t l = 0; l < layers; ++l)
+          linear(TensorView{(l ? act[size_t(l - 1)] : x0).data(), DType::bf16, m, n}, w[size_t(l)].device_mma16,
+                 MutableTensorView{act[size_t(l)].data(), DType::bf16, m, n}, ws, s, o);
+      };
+      auto poison = [&] {
+        for (auto& a : act) ASSERT_EQ(cudaMemsetAsync(a.data(), 0xff, a.size(), s), cudaSuccess);
+      };
+      poison();
+      chain(false);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+      const auto plain = download16(act.back().data(), size_t(m * n));
+      for (uint16_t v : plain) ASSERT_NE(v, 0xffff) << what << ": the plain chain left poison";
+      for (int rep = 0; rep < 3; ++rep) {
+        poison();
+        chain(true);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+        ASSERT_EQ(download16(act.back().data(), size_t(m * n)), plain) << what << ": PDL chain, repeat " << rep;
+      }
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      poison();
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      chain(true);
+      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess) << what;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << what;
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+      EXPECT_EQ(download16(act.back().data(), size_t(m * n)), plain) << what << ": PDL chain replayed from a graph";
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
+    cudaStreamDestroy(s);
+  }
+}
+
 // The GEMV keeps x in shared memory as fp16 scaled by a power of two per token: tiny,
 // huge (bf16 beyond fp16's range) and outlier-laden activations must all come out right.
 TEST(GpuLinear, GemvHandlesAnyActivationRange) {
