@@ -70,11 +70,22 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
       models.push_back(model_shapes(key));
     }
   }
+  for (const auto& name : o.projections)
+    KBIT_REQUIRE(std::any_of(models.begin(), models.end(),
+                             [&](const ModelShapes& m) {
+                               return std::any_of(m.projections.begin(), m.projections.end(),
+                                                  [&](const auto& p) { return p.name == name; });
+                             }),
+                 "--projection ", name, " is not a projection of the chosen models");
+  auto chosen = [&](const std::string& name) {
+    return o.projections.empty() || std::find(o.projections.begin(), o.projections.end(), name) != o.projections.end();
+  };
   const int64_t max_m = *std::max_element(o.ms.begin(), o.ms.end());
   std::vector<LinearTuneRow> rows;
   uint32_t seed = 7;
   for (const auto& model : models)
     for (const auto& p : model.projections) {
+      if (!chosen(p.name)) continue;
       const std::vector<uint16_t> w = random_bf16(size_t(p.N * p.K), seed++, 0.05f);
       Buffer wd = upload(w);
       LinearWorkspace ws({max_m, p.N, p.K, true});

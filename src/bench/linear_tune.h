@@ -16,6 +16,7 @@ namespace kbit::bench {
 // a minute; --model all --bits 2,3,4,5 about 20.
 struct LinearTuneOptions {
   std::vector<std::string> models{"glm47"};
+  std::vector<std::string> projections;  // names within the models (q, kv, ...); empty: all
   std::vector<int64_t> ms{1, 2, 4, 8, 16, 32, 64};
   std::vector<int> bits{4};
   int repeats = 5;

@@ -114,6 +114,8 @@ void add_tune_command(CLI::App& app) {
       "tune", "Time every kbit::linear plan for model shapes on this GPU and write the fastest to the config table");
   tune->add_option("--model", a->o.models, "glm47, qwen3_coder_next, kimi_k3_latent or all")->delimiter(',')
       ->capture_default_str();
+  tune->add_option("--projection", a->o.projections, "only these projections of the models (e.g. kv,moe_dn)")
+      ->delimiter(',');
   tune->add_option("--m", a->o.ms, "tokens per call")->delimiter(',')->capture_default_str();
   tune->add_option("--bits", a->o.bits, "bit widths")->delimiter(',')->capture_default_str();
   tune->add_option("--repeats", a->o.repeats, "timed samples per candidate")->capture_default_str();
