@@ -31,10 +31,16 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   // the items: glm47 o at M = 64 had only 40 stripe groups x 2 splits for 132 SMs).
   const int base = default_n_tiles(m);
   std::set<int> tiles{base, std::min(8, base * 2), std::max(1, base / 2)};
+  // Splits only where they have won: in six runs on the H200 (202 cases, glm47, qwen3, kimi,
+  // M = 8..64, k = 2..5; bench/results/h200-tune-*) no CTA-items plan with splits and no
+  // warp-items plan with more than 2 came within 3% of the case's best (0 of ~3,800 and of
+  // ~2,900 timed), while stripes items won with 1 to 12. Half the candidates, half the time;
+  // the untuned plan is timed as well, whatever its splits.
   for (int nt : tiles)
     for (int warps : {4, 8})
       for (int splits : {1, 2, 3, 4, 6, 8, 12})
         for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
+          if ((items == LinearItems::cta && splits > 1) || (items == LinearItems::warp && splits > 2)) continue;
           LinearOptions o;
           o.path = LinearPath::fused_mma;
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;
