@@ -230,9 +230,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
+  // No split needs items enough to spread: 32 (stripe, token tile) items, the fewest the
+  // tune measured (qwen3 k, v at M = 8); a narrower output over a long K still splits.
+  const bool few_items_ok = ceil_div(n, 16) * ceil_div(m, 8 * p.n_tiles) >= 32;
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
-             : small && p.items == LinearItems::cta ? 1
+             : small && p.items == LinearItems::cta && few_items_ok ? 1
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
