@@ -123,9 +123,16 @@ int detail::normalize_splits(int requested, int64_t k, int64_t m, int n_tiles) {
 
 namespace {
 
+constexpr int64_t kCtaNoSplitMinItems = 32;
+
 // Splits along K for the persistent kernel, never leaving a split empty and never
-// needing more partial rows than the workspace holds. CTA items: minimise (items per
-// CTA, rounded up) x (supertiles per warp + a fixed cost per item). Warp items:
+// needing more partial rows than the workspace holds. CTA items: none while the output has
+// kCtaNoSplitMinItems (stripe, token tile) items: kbit tune on the H200 put no split
+// first for CTA items in every case at M = 8 (glm47, k = 2..5, 4 and 8 warps, 56 cases,
+// 5d93ccc: q 20.1 us against 26.9 with 2 splits) and at M = 8, 16 on qwen3 (e5ce83e, 32
+// items the fewest): the fix-up costs more than the parallelism it buys. Below that (a
+// narrow output over a long K), minimise (items per CTA, rounded up) x (supertiles per
+// warp + a fixed cost per item). Warp items:
 // minimise (items per warp) x (supertiles per item + a fixed cost), at most 8 splits
 // (more made glm47.kv slower on the H200: the fix-up reads every split).
 }  // namespace
@@ -135,6 +142,7 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
   const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, fused_items(items)}, t);
   const bool cta = items == LinearItems::cta;
+  if (cta && stripes * tiles >= kCtaNoSplitMinItems) return 1;
   int best = 1;
   double best_cost = 1e300;
   for (int64_t s = 1; s <= std::min<int64_t>(items == LinearItems::warp ? 8 : 32, supertiles); ++s) {
@@ -207,15 +215,15 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     return p;
   }
   if (p.path == LinearPath::dequant_cublas) return p;
-  // Untuned small W (below kStripesMinWeights): no split, CTA items, 8 warps where K has a
-  // supertile for each (4 below: a CTA item's warps share its K), and at M = 9..16 half the
-  // token tile while the stripes alone fill fewer than 1.5 waves of SMs. kbit tune on the
-  // H200 with the bench's cold rotation (e5ce83e, qwen3_coder_next at M = 8 and 16, k = 2..5,
-  // 75 cases) put 1 split first on all 75 (q at M = 8: 5.9 us against 9.0 with the split
-  // heuristic's 2 splits of 4 warps: the fix-up costs more than the parallelism it buys),
-  // 8 warps on 65 (4 on the K = 512 shapes), and n_tiles = 1 at M = 16 on 16 of the 18 N <=
-  // 2048 cases (k, v: 4.4 us against 7.6 at n_tiles = 2: 32 stripes are too few items for
-  // 132 SMs) but on none at N = 4096.
+  // Untuned small W (below kStripesMinWeights): CTA items (no split: see
+  // linear_heuristic_splits), 8 warps where K has a supertile for each (4 below: a CTA
+  // item's warps share its K), and at M = 9..16 half the token tile while the stripes alone
+  // fill fewer than 1.5 waves of SMs. kbit tune on the H200 with the bench's cold rotation
+  // (e5ce83e, qwen3_coder_next at M = 8 and 16, k = 2..5, 75 cases) put 1 split first on all
+  // 75 (q at M = 8: 5.9 us against 9.0 with 2 splits of 4 warps), 8 warps on 65 (4 on the
+  // K = 512 shapes), and n_tiles = 1 at M = 16 on 16 of the 18 N <= 2048 cases (k, v: 4.4 us
+  // against 7.6 at n_tiles = 2: 32 stripes are too few items for 132 SMs) but on none at
+  // N = 4096.
   const bool small = !c && !large;
   const bool few_stripes = ceil_div(n, 16) * 2 < 3 * int64_t(current_sm_count());
   p.n_tiles = o.n_tiles ? o.n_tiles
@@ -230,12 +238,8 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
-  // No split needs items enough to spread: 32 (stripe, token tile) items, the fewest the
-  // tune measured (qwen3 k, v at M = 8); a narrower output over a long K still splits.
-  const bool few_items_ok = ceil_div(n, 16) * ceil_div(m, 8 * p.n_tiles) >= 32;
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
-             : small && p.items == LinearItems::cta && few_items_ok ? 1
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)

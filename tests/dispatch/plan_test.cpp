@@ -103,6 +103,7 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(8, 4000, 2000, 4, f).splits, 1);
   EXPECT_EQ(plan_linear(8, 4000, 500, 4).warps, 4);  // 4 supertiles of K
   EXPECT_GT(plan_linear(8, 100, 40000, 4).splits, 1);  // 7 stripes over a long K still split
+  EXPECT_EQ(plan_linear(8, 12000, 5000, 4, f).splits, 1);  // untuned large W, CTA items: no split
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
