@@ -139,15 +139,14 @@ void add_tune_command(CLI::App& app) {
       KBIT_REQUIRE(std::rename(tmp.c_str(), a->out.c_str()) == 0, "cannot replace ", a->out);
       return merged.size();
     };
+    size_t entries = table.size();
     const auto rows = bench::run_linear_tune(a->o, [&](const bench::LinearTuneRow& r) {
       so_far.push_back(r.best);
-      write_table(so_far);
+      entries = write_table(so_far);
     });
-    std::vector<detail::LinearConfig> tuned;
     double sum_best = 0, sum_heuristic = 0;
     std::printf("%-4s %7s %7s %5s  %-40s %10s %10s\n", "k", "N", "K", "M", "best plan", "best us", "heur. us");
     for (const auto& r : rows) {
-      tuned.push_back(r.best);
       sum_best += r.best.us, sum_heuristic += r.heuristic_us;
       std::printf("k=%-2d %7lld %7lld %5lld  %-40s %10.2f %10.2f\n", r.best.bits, (long long)r.best.n,
                   (long long)r.best.k, (long long)r.best.m,
@@ -157,7 +156,6 @@ void add_tune_command(CLI::App& app) {
                       .c_str(),
                   r.best.us, r.heuristic_us);
     }
-    const size_t entries = write_table(tuned);
     std::printf("%zu cases; sum of best %.1f us vs the heuristic's %.1f us; %zu entries written to %s\n", rows.size(),
                 sum_best, sum_heuristic, entries, a->out.c_str());
   });
