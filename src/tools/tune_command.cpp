@@ -156,6 +156,10 @@ void add_tune_command(CLI::App& app) {
                       .c_str(),
                   r.best.us, r.heuristic_us);
     }
+    if (rows.empty()) {
+      std::printf("no cases tuned; %s unchanged\n", a->out.c_str());
+      return;
+    }
     std::printf("%zu cases; sum of best %.1f us vs the heuristic's %.1f us; %zu entries written to %s\n", rows.size(),
                 sum_best, sum_heuristic, entries, a->out.c_str());
   });
