@@ -249,6 +249,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords));
   const DeviceMeta* meta = args.meta;
 
+  // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh).
+  if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
   if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = to_bits16<T>(meta->codebook[threadIdx.x]);
   __syncthreads();

@@ -224,6 +224,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     }
   };
   stamp(kProbeEntry);
+  // PDL: let the next call's CTAs start on the SMs this grid leaves (its weight loads and
+  // table build overlap this call's tail); they wait (griddepcontrol.wait) before reading
+  // anything this call writes. Only when this call was itself launched with PDL.
+  if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   const int64_t S = args.supertiles;
   const int US = args.stripes * int(S);  // units per tile (one matrix)
