@@ -256,8 +256,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords));
   const DeviceMeta* meta = args.meta;
 
-  // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh).
-  if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh). Not for stripes
+  // items of 4 warps: there the early trigger made glm47 q and shared_gu at M = 16 slower
+  // on the H200 (27.67 us against 25.39 without it, 42.63 against 36.57; both 384 CTAs of
+  // up to 4 per SM) while it sped up every other mode measured (kv 10.36 -> 8.78 us).
+  constexpr bool kEarlyTrigger = !(ITEMS == FusedItems::stripes && WARPS == 4);
+  if (kEarlyTrigger && args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
   if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = to_bits16<T>(meta->codebook[threadIdx.x]);
   __syncthreads();
