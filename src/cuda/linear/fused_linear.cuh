@@ -39,6 +39,9 @@
 // prefetched for n_tiles > 1: no registers left), DRAM 17% busy. Stripes items (commit
 // 33c4b77, glm47 k = 4, cuBLAS bf16 in the same run): M = 16 q 25.7 us (1.31x), shared_gu
 // 37.1 (1.61x); M = 32 q 36.5 (0.94x), shared_gu 50.4 (1.19x); M = 64 q 55.3 (0.61x).
+// Latest (commit b6a9259, 2026-11-30, cuBLAS bf16 in the same run): M = 8, k = 4 q 20.2 us
+// (1.70x), M = 16 q 25.7 (1.34x), kv 9.3 (1.09x), shared_gu 37.1 (1.67x); with PDL launches
+// chained on one stream M = 16 kv 7.5 us, o 25.5 (against 27.7 plain).
 #pragma once
 
 #include <cuda_bf16.h>

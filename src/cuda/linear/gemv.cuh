@@ -36,6 +36,9 @@
 // phase probe (GemvArgs::probe, kbit bench gemv-probe; c107387) on glm47 q: the loop
 // streams at 3.7 TB/s, but starts 3.1-4.3 us after entry (x staging behind the weight
 // loads) and the last warp exits ~3 us after the median one.
+// Latest (commit b6a9259, 2026-11-30): glm47 q k = 4 14.95 us (2.35x cuBLAS bf16), k = 2
+// 14.31; with PDL launches chained on one stream (trigger at entry) 13.42 and 12.79. An L2
+// bulk prefetch of each warp's next weights while x is staged made it 1-12% slower (42d0878).
 #pragma once
 
 #include <cuda_bf16.h>
