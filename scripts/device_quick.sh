@@ -4,7 +4,7 @@
 # hadamard, skinny_sweep, skinny_selected, model_bench, stream_bench, moe_bench,
 # moe_bench2, test:FILTER, memcheck:/racecheck:/synccheck:FILTER, ncu:KERNEL_REGEX,
 # cmd (KBIT_CMD: any command, e.g. several `build-dev/kbit bench gemv-probe` runs),
-# ab (KBIT_AB_TARGET, KBIT_AB_OLD, KBIT_AB_CMD, KBIT_AB_ROUNDS: A/B of one source file),
+# ab (KBIT_AB_TARGET, KBIT_AB_OLD, KBIT_AB_CMD, KBIT_AB_ROUNDS: A/B of source files),
 # tune (KBIT_TUNE_ARGS, e.g. "--model glm47 --m 1,16 --bits 4": kbit tune merged into a
 # copy of data/linear_configs.json under $OUT; copy it back into data/ to compile it in).
 set -uo pipefail
@@ -62,20 +62,28 @@ for step in ${KBIT_STEPS:-}; do
     synccheck:*) f=${step#synccheck:}; echo "== synccheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool synccheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/synccheck.log" 2>&1
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/synccheck.log" | tail -1)" ;;
-    ab) # A/B of one source file: the working tree's (new) against KBIT_AB_OLD (an untracked
-        # copy placed in the tree before the call), KBIT_AB_CMD run after each build of the CLI,
-        # KBIT_AB_ROUNDS alternating rounds; the file is restored afterwards.
+    ab) # A/B of source files: the working tree's (new) against KBIT_AB_OLD (untracked copies
+        # placed in the tree before the call; KBIT_AB_TARGET and KBIT_AB_OLD are lists of the
+        # same length, matched in order), KBIT_AB_CMD run after each build of the CLI,
+        # KBIT_AB_ROUNDS alternating rounds; the files are restored afterwards.
       echo "== A/B of ${KBIT_AB_TARGET:-?} against ${KBIT_AB_OLD:-?}: ${KBIT_AB_CMD:-?}"
-      cp "$KBIT_AB_TARGET" /tmp/ab_new
+      read -r -a ab_targets <<< "$KBIT_AB_TARGET"; read -r -a ab_olds <<< "$KBIT_AB_OLD"
+      [ "${#ab_targets[@]}" = "${#ab_olds[@]}" ] || { echo "KBIT_AB_TARGET and KBIT_AB_OLD differ in length"; continue; }
+      for i in "${!ab_targets[@]}"; do cp "${ab_targets[$i]}" "/tmp/ab_new_$i"; done
+      ab_use() {  # new | old
+        for i in "${!ab_targets[@]}"; do
+          if [ "$1" = old ]; then cp "${ab_olds[$i]}" "${ab_targets[$i]}"; else cp "/tmp/ab_new_$i" "${ab_targets[$i]}"; fi
+        done
+      }
       for r in $(seq "${KBIT_AB_ROUNDS:-1}"); do
         for v in new old; do
-          if [ $v = old ]; then cp "$KBIT_AB_OLD" "$KBIT_AB_TARGET"; else cp /tmp/ab_new "$KBIT_AB_TARGET"; fi
+          ab_use $v
           ninja -C build-dev kbit > /dev/null 2>&1 || { echo "build $v failed"; continue; }
           echo "== $v (round $r)"; timeout "${KBIT_AB_TIMEOUT:-120}" bash -c "$KBIT_AB_CMD" 2>&1
         done
       done > "$OUT/ab.txt"
-      # Restore the tree's file (KBIT_AB_RESTORE=0 skips the rebuild when ab is the last step).
-      cp /tmp/ab_new "$KBIT_AB_TARGET"; [ "${KBIT_AB_RESTORE:-1}" = 1 ] && ninja -C build-dev kbit > /dev/null 2>&1
+      # Restore the tree's files (KBIT_AB_RESTORE=0 skips the rebuild when ab is the last step).
+      ab_use new; [ "${KBIT_AB_RESTORE:-1}" = 1 ] && ninja -C build-dev kbit > /dev/null 2>&1
       cat "$OUT/ab.txt" ;;
     cmd) echo "== $KBIT_CMD"; timeout "${KBIT_CMD_TIMEOUT:-120}" bash -c "$KBIT_CMD" > "$OUT/cmd.txt" 2>&1; echo "rc=$?"; cat "$OUT/cmd.txt" ;;
     memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
