@@ -32,10 +32,12 @@ LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_
 // How the fused kernel hands out its work items (16-row stripe, K split, token tile):
 // to whole CTAs whose warps share each item (cta), to single warps (warp), or to whole
 // CTAs as one adjacent stripe per warp, the warps sharing the activations through
-// shared memory (stripes: x read once per CTA instead of once per warp, for M >= 9).
-enum class LinearItems : uint8_t { automatic, cta, warp, stripes };
+// shared memory (stripes: x read once per CTA instead of once per warp, for M >= 9), or
+// as stripes items of one warpgroup (4 warps, n_tiles 4 or 8: M >= 17) that multiply with
+// Hopper's wgmma.mma_async, the tensor cores reading x from shared memory (wgmma; sm_90a).
+enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma };
 std::string_view linear_items_name(LinearItems i);
-LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes"
+LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes", "wgmma"
 
 // What runs for one call. n_tiles, warps, splits and items describe the fused kernel.
 struct LinearPlan {

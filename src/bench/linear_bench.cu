@@ -172,8 +172,10 @@ class SkinnyBackend : public Backend {
 // PDL launches (each call's weight loads and table build overlap the previous call's tail).
 class KbitLinearBackend : public Backend {
  public:
-  explicit KbitLinearBackend(LinearPath path, bool pdl = false) : path_(path), pdl_(pdl) {}
+  explicit KbitLinearBackend(LinearPath path, bool pdl = false, LinearItems items = LinearItems::automatic)
+      : path_(path), pdl_(pdl), items_(items) {}
   std::string name() const override {
+    if (items_ == LinearItems::wgmma) return "kbit_wgmma";
     return path_ == LinearPath::automatic ? (pdl_ ? "kbit_linear_pdl" : "kbit_linear")
                                           : "kbit_" + std::string(linear_path_name(path_));
   }
@@ -190,6 +192,7 @@ class KbitLinearBackend : public Backend {
     opts_ = LinearOptions{};
     opts_.path = path_;
     opts_.pdl = pdl_;
+    opts_.items = items_;
     m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
     plan_ = plan_linear(m_, n_, k_, in.c.bits, opts_);
   }
@@ -204,6 +207,7 @@ class KbitLinearBackend : public Backend {
  private:
   LinearPath path_;
   bool pdl_ = false;
+  LinearItems items_ = LinearItems::automatic;
   std::vector<QuantizedMatrix> q_;
   std::unique_ptr<LinearWorkspace> ws_;
   LinearOptions opts_;
@@ -217,6 +221,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_linear_pdl") return std::make_unique<KbitLinearBackend>(LinearPath::automatic, true);
   if (name == "kbit_skinny") return std::make_unique<SkinnyBackend>();
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
+  if (name == "kbit_wgmma")
+    return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma);
   if (name == "kbit_gemv") return std::make_unique<KbitLinearBackend>(LinearPath::gemv);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
@@ -273,8 +279,8 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 }  // namespace
 
 std::vector<std::string> backend_names() {
-  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_dequant_cublas", "kbit_skinny",
-          "fixture_wrong"};
+  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_wgmma",
+          "kbit_dequant_cublas", "kbit_skinny", "fixture_wrong"};
 }
 
 namespace {

@@ -104,6 +104,10 @@ __device__ __forceinline__ void cp_async16_evict_first(uint32_t dst, const void*
 __device__ __forceinline__ void cp_async16_through_l1(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
+// 4 bytes (a pair of 16-bit activations), through L1; `bytes` 0 fills zeros.
+__device__ __forceinline__ void cp_async4_through_l1(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most n of this thread's copy groups are pending (n = 0..7).
 __device__ __forceinline__ void cp_async_wait_pending(int n) {

@@ -31,6 +31,7 @@ inline void check_device_view(const TensorView& v, std::string_view what) {
 }
 
 int sm_count();  // of the current device, cached
+bool device_has_wgmma();  // the current device is sm_90 (wgmma code is built for sm_90a only)
 
 // Enough CTAs to fill the machine a few times over, never more than the work needs.
 inline unsigned grid_for(int64_t work_items, int threads_per_cta, int ctas_per_sm = 8) {

@@ -46,6 +46,22 @@ void check_device_pointer(const void* p, std::string_view what) {
                " is not device memory (pass a cudaMalloc'd buffer)");
 }
 
+bool device_has_wgmma() {
+  static std::mutex m;
+  static std::vector<int> known;  // 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(m);
+  if (size_t(dev) >= known.size()) known.resize(size_t(dev) + 1, 0);
+  if (!known[size_t(dev)]) {
+    int major = 0, minor = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "compute capability");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "compute capability");
+    known[size_t(dev)] = major == 9 && minor == 0 ? 2 : 1;
+  }
+  return known[size_t(dev)] == 2;
+}
+
 int sm_count() {
   static std::mutex m;
   static std::vector<int> counts;

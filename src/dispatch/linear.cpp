@@ -64,6 +64,7 @@ cuda::detail::FusedItems fused_items(LinearItems items) {
   switch (items) {
     case LinearItems::warp: return cuda::detail::FusedItems::warp;
     case LinearItems::stripes: return cuda::detail::FusedItems::stripes;
+    case LinearItems::wgmma: return cuda::detail::FusedItems::wgmma;
     default: return cuda::detail::FusedItems::cta;
   }
 }
@@ -153,7 +154,7 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
     if (cta) {
       const int64_t items_per_cta = ceil_div(stripes * tiles * s, ctas);
       cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
-    } else if (items == LinearItems::stripes) {  // CTA items of `warps` stripes, each warp streaming one
+    } else if (items == LinearItems::stripes || items == LinearItems::wgmma) {  // CTA items of `warps` stripes
       const int64_t items_per_cta = ceil_div(ceil_div(stripes, warps) * tiles * s, ctas);
       cost = double(items_per_cta) * (double(per) + 2.0);
     } else {
@@ -171,10 +172,10 @@ constexpr detail::EnumNames<LinearPath, 4> kPathNames{
       {LinearPath::gemv, "gemv"},
       {LinearPath::fused_mma, "fused_mma"},
       {LinearPath::dequant_cublas, "dequant_cublas"}}}};
-constexpr detail::EnumNames<LinearItems, 4> kItemNames{
+constexpr detail::EnumNames<LinearItems, 5> kItemNames{
     "fused-kernel item mode",
     {{{LinearItems::automatic, "auto"}, {LinearItems::cta, "cta"}, {LinearItems::warp, "warp"},
-      {LinearItems::stripes, "stripes"}}}};
+      {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}}}};
 }  // namespace
 
 std::string_view linear_path_name(LinearPath p) { return kPathNames.name(p); }
@@ -235,9 +236,15 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
             : c                                ? c->items
             : large && p.n_tiles >= 2          ? LinearItems::stripes
                                                : LinearItems::cta;
+  if (p.items == LinearItems::wgmma && !c) {  // one warpgroup over 32 or 64 tokens, unless the caller said
+    if (!o.n_tiles) p.n_tiles = m <= 32 ? 4 : 8;
+    if (!o.warps) p.warps = 4;
+  }
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
+  KBIT_REQUIRE(p.items != LinearItems::wgmma || (p.warps == 4 && p.n_tiles >= 4),
+               "linear: wgmma items take 4 warps and n_tiles 4 or 8, got ", p.warps, " warps, n_tiles ", p.n_tiles);
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);

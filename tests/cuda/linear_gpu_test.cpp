@@ -97,6 +97,14 @@ std::vector<PathCase> path_cases(int64_t m) {
           v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                               " splits=" + std::to_string(splits) + " " + std::string(linear_items_name(items))});
         }
+  // wgmma items: one warpgroup, 32 or 64 tokens per tile (padded below that).
+  for (int nt : {4, 8})
+    for (int splits : {1, 3}) {
+      LinearOptions f;
+      f.path = LinearPath::fused_mma;
+      f.n_tiles = nt, f.warps = 4, f.splits = splits, f.items = LinearItems::wgmma;
+      v.push_back({f, "fused nt=" + std::to_string(nt) + " splits=" + std::to_string(splits) + " wgmma"});
+    }
   return v;
 }
 
@@ -172,7 +180,8 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
         Buffer xd = upload(x), rd = upload(r), bd = upload(b);
-        for (LinearItems items : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
+        for (LinearItems items :
+             {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma}) {
           Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
           ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
           LinearOptions o;
@@ -204,14 +213,14 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
   const int64_t n = 4096, k = 5120;
   LinearWorkspace ws({64, n, k, true});
   const Quantized q = quantize_random(n, k, 4, 77);
-  for (int64_t m : {1, 4, 16, 64}) {
+  for (int64_t m : {1, 4, 16, 32, 64}) {
     const HostMatrix x = random_matrix(m, k, DType::bf16, 78);
     Buffer xd = upload(x), y1 = Buffer::allocate(Memory::device, size_t(m * n) * 2),
            y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
     LinearOptions o;
     o.path = LinearPath::fused_mma;
     o.splits = 5;  // several splits: the reduction order must not depend on arrival order
-    o.items = m == 16 ? LinearItems::warp : m == 64 ? LinearItems::stripes : LinearItems::cta;
+    o.items = m == 16 ? LinearItems::warp : m == 64 ? LinearItems::stripes : m == 32 ? LinearItems::wgmma : LinearItems::cta;
     if (m <= 4) o = LinearOptions{}, o.path = LinearPath::gemv;  // stripes split between warps
     const TensorView xv{xd.data(), DType::bf16, m, k};
     linear(xv, q.device_mma16, MutableTensorView{y1.data(), DType::bf16, m, n}, ws, nullptr, o);
@@ -253,7 +262,7 @@ TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
   for (int64_t m : {1, 3, 16, 64}) {
     std::vector<LinearOptions> plans(1);  // automatic
     if (m <= 4) plans.emplace_back().path = LinearPath::gemv;
-    for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
+    for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma}) {
       LinearOptions f;
       f.path = LinearPath::fused_mma, f.items = items, f.splits = 3;
       plans.push_back(f);
@@ -386,6 +395,9 @@ TEST(GpuLinear, BadInputIsAClearError) {
   LinearOptions bad;
   bad.n_tiles = 3;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad); }, "n_tiles");
+  LinearOptions bad_wgmma;
+  bad_wgmma.items = LinearItems::wgmma, bad_wgmma.warps = 8;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_wgmma); }, "wgmma items take 4 warps");
   std::vector<uint16_t> host_x(size_t(m * k));
   expect_error([&] { linear(TensorView{host_x.data(), DType::bf16, m, k}, q.device_mma16, y, ws, nullptr); },
                "not device memory");

@@ -83,8 +83,25 @@ TEST(LinearPlan, PathsByM) {
   const LinearPlan ps = plan_linear(16, 12288, 5120, 4, st);
   EXPECT_EQ(ps.items, LinearItems::stripes);
   EXPECT_NE(ps.describe().find("items=stripes"), std::string::npos);
-  for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes})
+  for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes,
+                        LinearItems::wgmma})
     EXPECT_EQ(parse_linear_items(linear_items_name(i)), i);
+  // wgmma items: one warpgroup (4 warps) over 32 tokens up to M = 32, 64 above
+  LinearOptions wg;
+  wg.items = LinearItems::wgmma;
+  const LinearPlan pg = plan_linear(64, 12288, 5120, 4, wg);
+  EXPECT_EQ(pg.items, LinearItems::wgmma);
+  EXPECT_EQ(pg.warps, 4);
+  EXPECT_EQ(pg.n_tiles, 8);
+  EXPECT_EQ(plan_linear(20, 12288, 5120, 4, wg).n_tiles, 4);
+  EXPECT_EQ(plan_linear(1, 12288, 5120, 4, wg).n_tiles, 4);  // padded tokens
+  EXPECT_NE(pg.describe().find("items=wgmma"), std::string::npos);
+  LinearOptions wg8 = wg;
+  wg8.warps = 8;
+  EXPECT_THROW(plan_linear(64, 12288, 5120, 4, wg8), Error);
+  LinearOptions wg2 = wg;
+  wg2.n_tiles = 2;
+  EXPECT_THROW(plan_linear(64, 12288, 5120, 4, wg2), Error);
   EXPECT_THROW(parse_linear_items("rows"), Error);
   // untuned large W: stripes items from M = 9, the fused kernel up to M = 64
   EXPECT_EQ(plan_linear(16, 12288, 5120, 4).items, LinearItems::stripes);

@@ -38,8 +38,10 @@ struct FusedArgs : LinearOperands {
 // How items (16-row stripe or group of stripes, K split, token tile) go to warps:
 // warp: one warp per item; cta: the warps of a CTA share each item's supertiles;
 // stripes: an item is `warps` adjacent stripes over the same K range, one per warp of a
-// CTA, which share the activations through a ring in shared memory.
-enum class FusedItems : uint8_t { warp, cta, stripes };
+// CTA, which share the activations through a ring in shared memory; wgmma: stripes items of
+// one warpgroup (4 warps, n_tiles 4 or 8) multiplying with wgmma.mma_async, the activations
+// read from the ring by the tensor cores.
+enum class FusedItems : uint8_t { warp, cta, stripes, wgmma };
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8), item mode.
 struct FusedShape {

@@ -22,7 +22,11 @@
 // WARPS adjacent stripes, one per warp, in lock step with the activations copied once per
 // CTA into a shared-memory ring (stripes). D supertiles of weight loads in flight per
 // warp (clamped, branch-free); the activations one supertile ahead in registers for
-// n_tiles = 1 (M <= 8) in warp and cta modes. Splits are reduced through an fp32 workspace by
+// n_tiles = 1 (M <= 8) in warp and cta modes. wgmma items (sm_90a, n_tiles 4 or 8): stripes
+// items of one warpgroup whose ring holds x as wgmma core matrices (each 16-byte chunk of x
+// scattered as four pairs to match the mma16 k order); per supertile each warp decodes its 8
+// A fragments and the warpgroup issues 8 wgmma.mma_async m64nNk16 (N = 32 or 64 tokens)
+// that read B from the ring (wgmma.cuh). Splits are reduced through an fp32 workspace by
 // the last warp to arrive (a counter, not float atomics), in split order, so
 // results are bit-identical run to run. Empty splits never exist (host side).
 // Grouped mode (kbit::expert_linear, FusedArgs::expert_offsets set): W stacks the
@@ -49,7 +53,9 @@
 
 #include "../bulk_copy.cuh"
 #include "../common.cuh"
+#include "kbit/cuda.h"
 #include "fused_args.h"
+#include "wgmma.cuh"
 
 namespace kbit::cuda::detail {
 
@@ -117,6 +123,9 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
+}
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
 }
 __device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
@@ -225,9 +234,11 @@ constexpr int kFusedXSlots = 3;
 // PDL: grids of at most this many CTAs per SM trigger their dependents at entry (see the kernel).
 constexpr int kFusedEarlyTriggerCtasPerSm = 2;
 constexpr int kFusedXRowBytes = 128 * 2;
+// wgmma items: one supertile's 16 core matrices (8 tokens x 16 bytes each) per 8 tokens.
+constexpr int kWgmmaGroupBytes = 16 * 128;
 template <int NT, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
-  return ITEMS == FusedItems::stripes ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
+  return ITEMS == FusedItems::stripes || ITEMS == FusedItems::wgmma ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
 }
 
 template <int KB>
@@ -242,7 +253,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // reduce through shared memory; warp: each warp runs whole items on its own;
   // stripes: an item is WARPS adjacent stripes, one per warp, sharing x (see kFusedXSlots).
   constexpr bool kCta = ITEMS == FusedItems::cta;
-  constexpr bool kShareX = ITEMS == FusedItems::stripes;
+  // wgmma: stripes items whose 4 warps (one warpgroup, 64 rows) multiply with one
+  // wgmma.mma_async per 16 columns, the activations read by the tensor cores straight from
+  // the ring, which then holds them in core-matrix order (see copy_x_tile).
+  constexpr bool kWgmma = ITEMS == FusedItems::wgmma;
+  static_assert(!kWgmma || (WARPS == 4 && (NT == 4 || NT == 8)), "wgmma items: 4 warps, n_tiles 4 or 8");
+  constexpr bool kShareX = ITEMS == FusedItems::stripes || kWgmma;
   constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
   constexpr int kStride = kCta ? WARPS : 1;
   // supertiles of weight loads in flight per warp
@@ -369,6 +385,37 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     // past K are zeros. Supertiles past the item's end copy nothing (the group stays empty).
     auto copy_x_tile = [&](int st, int slot) {
       constexpr int kChunks = NT * 8 * 16, kThreads = WARPS * 32;
+      if constexpr (kWgmma) {
+        // wgmma's B operand: k16 step q of the supertile is two 8 x 16-byte core matrices per
+        // 8 tokens, q * 256 + h * 128 bytes into the token group's kWgmmaGroupBytes. The mma16
+        // layout gives lane c of a warp the columns 8c + 4s .. 8c + 4s + 3 of each 32-column
+        // block j in k-step s (its A fragment's k slots 2c, 2c + 1, 2c + 8, 2c + 9), so the pair
+        // at columns 32j + 8c + 4s + 2h goes to core matrix (q = 2j + s, h), k slot 2c: each
+        // 16-byte chunk of x scatters as four 4-byte pairs. A warp copies 8 tokens x 4 chunks
+        // of one block (conflict-free stores).
+        if (st < st_end) {
+          const uint32_t dst = x_ring + uint32_t(slot * kXSlotBytes);
+#pragma unroll
+          for (int u = 0; u < kChunks / kThreads; ++u) {
+            const int i = int(threadIdx.x) + u * kThreads;
+            const int cq = i & 3, r_lo = (i >> 2) & 7, j = (i >> 5) & 3, r_hi = i >> 7;
+            const int col = st * 128 + 32 * j + 8 * cq, t = min(m0 + r_hi * 8 + r_lo, args.M - 1);
+            const uint32_t d = dst + uint32_t(r_hi * kWgmmaGroupBytes + j * 512 + r_lo * 16 + cq * 4);
+            if (args.x_vec) {
+              const uint16_t* src = x + int64_t(t) * args.ldx + (col < args.K ? col : 0);
+              const int bytes = col < args.K ? 4 : 0;
+#pragma unroll
+              for (int sh = 0; sh < 4; ++sh)  // (s, h) = (sh / 2, sh % 2): columns 4s + 2h
+                cp_async4_through_l1(d + uint32_t(sh * 128), src + 2 * sh, bytes);
+            } else {
+              const uint4 v = load_x8(x, args.ldx, args.M, args.K, false, t, col);
+              sts32(d, v.x), sts32(d + 128, v.y), sts32(d + 256, v.z), sts32(d + 384, v.w);
+            }
+          }
+        }
+        cp_async_commit();
+        return;
+      }
       if (st < st_end) {
         const uint32_t dst = x_ring + uint32_t(slot * kXSlotBytes);
 #pragma unroll
@@ -434,6 +481,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           // This supertile's tile has landed for every thread, and every warp is done with
           // the previous one, whose slot now takes the copy kFusedXSlots - 1 supertiles ahead.
           cp_async_wait_pending(kFusedXSlots - 2);
+          if constexpr (kWgmma) fence_proxy_async_shared();  // the tile, for the tensor cores' reads
           __syncthreads();
           copy_x_tile(st + kFusedXSlots - 1, x_slot == 0 ? kFusedXSlots - 1 : x_slot - 1);
         }
@@ -441,33 +489,57 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
         uint32_t w[2 * KB];
 #pragma unroll
         for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
-        const bool x_full = st < x_full_end;
+        [[maybe_unused]] const bool x_full = st < x_full_end;
+        if constexpr (kWgmma) {
+          // The supertile's 8 A fragments, then 8 asynchronous MMAs over them; all are waited
+          // for before the registers are written again and before the ring slot is refilled
+          // (the next supertile's barrier).
+          uint32_t afr[8][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          uint4 xv[NT];
+          for (int j = 0; j < 4; ++j) {
+            const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            if constexpr (kPrefetchX) {
-              xv[nt] = xcur[j];
-            } else if constexpr (kShareX) {
-              const int r = nt * 8 + g;
-              xv[nt] = lds128(x_tile + uint32_t(r * kFusedXRowBytes + (((4 * j + c) ^ (4 * (r & 1))) * 16)));
-            } else if (x_full) {
-              xv[nt] = __ldg(reinterpret_cast<const uint4*>(xrow[nt] + st * 128 + 32 * j));
-            } else {
-              xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
+            for (int s = 0; s < 2; ++s) {
+              uint32_t (&a)[4] = afr[2 * j + s];
+              decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
+              a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
             }
           }
+          wgmma_fence();
 #pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            uint32_t a[4];
-            const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
-            decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
-            a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
-            a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
+          for (int q = 0; q < 8; ++q)
+            wgmma_rs<T, NT>(acc, afr[q], wgmma_desc_no_swizzle(x_tile + uint32_t(q * 256), 128, kWgmmaGroupBytes));
+          wgmma_commit();
+          wgmma_wait_all<NT>(acc, afr);
+        } else {
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+          for (int j = 0; j < 4; ++j) {
+            uint4 xv[NT];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              if constexpr (kPrefetchX) {
+                xv[nt] = xcur[j];
+              } else if constexpr (kShareX) {
+                const int r = nt * 8 + g;
+                xv[nt] = lds128(x_tile + uint32_t(r * kFusedXRowBytes + (((4 * j + c) ^ (4 * (r & 1))) * 16)));
+              } else if (x_full) {
+                xv[nt] = __ldg(reinterpret_cast<const uint4*>(xrow[nt] + st * 128 + 32 * j));
+              } else {
+                xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
+              }
+            }
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              uint32_t a[4];
+              const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
+              decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
+              a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt)
+                mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+            }
           }
         }
         if constexpr (kShareX) x_slot = x_slot + 1 == kFusedXSlots ? 0 : x_slot + 1;
@@ -588,7 +660,8 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
                             a.experts <= kbit::kMaxExperts),
                "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kbit::kMaxExperts, " experts");
   // Grouped: at most every row's tile plus one partial tile per expert (the device knows the exact count).
-  const int64_t units = ITEMS == FusedItems::stripes ? (int64_t(a.stripes) + WARPS - 1) / WARPS : a.stripes;
+  const int64_t units =
+      ITEMS == FusedItems::stripes || ITEMS == FusedItems::wgmma ? (int64_t(a.stripes) + WARPS - 1) / WARPS : a.stripes;
   const int64_t items = grouped ? (int64_t(a.tiles) + a.experts) * units : units * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
   const int64_t ctas = ITEMS == FusedItems::warp ? (items + WARPS - 1) / WARPS : items;
@@ -618,6 +691,15 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
         case FusedItems::warp: return f.template operator()<T, NT, WARPS, FusedItems::warp>();
         case FusedItems::cta: return f.template operator()<T, NT, WARPS, FusedItems::cta>();
         case FusedItems::stripes: return f.template operator()<T, NT, WARPS, FusedItems::stripes>();
+        case FusedItems::wgmma:
+          if constexpr (WARPS == 4 && (NT == 4 || NT == 8)) {
+            KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma items need an sm_90 GPU (Hopper), this is ",
+                         kbit::cuda::device_description());
+            return f.template operator()<T, NT, WARPS, FusedItems::wgmma>();
+          } else {
+            throw Error(kbit::detail::concat("fused linear: wgmma items take 4 warps and n_tiles 4 or 8, got ", WARPS,
+                                             " warps, n_tiles ", NT));
+          }
       }
       throw Error("fused linear: unknown item mode");
     };
