@@ -68,11 +68,15 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                  " (see GemvGroupedPlan)");
   }
 
-  // Token tiles sized for the rows an active expert gets on average.
-  const int n_tiles = o.n_tiles ? o.n_tiles : default_n_tiles((p + active - 1) / active);
-  const int warps = o.warps ? o.warps : 4;
+  // Token tiles sized for the rows an active expert gets on average (wgmma items: 32 at least).
   const LinearItems items = o.items == LinearItems::automatic ? LinearItems::cta : o.items;
-  KBIT_REQUIRE(items != LinearItems::wgmma, "expert_linear: wgmma items are for kbit::linear only (cta, warp or stripes)");
+  const int tiles_for_rows = default_n_tiles((p + active - 1) / active);
+  const int n_tiles = o.n_tiles                       ? o.n_tiles
+                      : items == LinearItems::wgmma ? std::max(4, tiles_for_rows)
+                                                    : tiles_for_rows;
+  const int warps = o.warps ? o.warps : 4;
+  KBIT_REQUIRE(items != LinearItems::wgmma || (warps == 4 && n_tiles >= 4),
+               "expert_linear: wgmma items take 4 warps and n_tiles 4 or 8, got ", warps, " warps, n_tiles ", n_tiles);
   KBIT_REQUIRE(n_tiles == 1 || n_tiles == 2 || n_tiles == 4 || n_tiles == 8,
                "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
   KBIT_REQUIRE(warps == 4 || warps == 8, "expert_linear: warps must be 4 or 8, got ", warps);

@@ -190,7 +190,7 @@ void add_bench_command(CLI::App& app) {
   mcmd->add_option("--json", moe->json_path, "one JSON object per row");
   auto moe_items = std::make_shared<std::string>("auto");
   mcmd->add_option("--items", *moe_items,
-                   "kbit::expert_linear's fused-kernel item mode: auto, cta, warp or stripes (anything but auto "
+                   "kbit::expert_linear's fused-kernel item mode: auto, cta, warp, stripes or wgmma (anything but auto "
                    "forces the fused kernel)")
       ->capture_default_str();
   mcmd->callback([moe, moe_items] {

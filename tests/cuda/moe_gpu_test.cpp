@@ -191,6 +191,9 @@ void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int to
   ExpertLinearOptions shared_x = fused;  // stripes of a CTA sharing x (a partial group when N = 48)
   shared_x.items = LinearItems::stripes;
   variants.push_back({shared_x, "fused_mma items=stripes"});
+  ExpertLinearOptions wgmma = fused;  // one warpgroup per 64 rows, 32 or 64 tokens per tile
+  wgmma.items = LinearItems::wgmma;
+  variants.push_back({wgmma, "fused_mma items=wgmma"});
   if (pairs <= kGroupedGemvMaxRows)
     for (int rows : {1, 2, 4}) {
       ExpertLinearOptions g;
