@@ -50,13 +50,14 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   // token tile is 32 or 64 tokens and the GPU has wgmma, with the splits stripes items take.
   if (kbit::cuda::detail::device_has_wgmma())
     for (int nt : tiles)
-      for (int splits : {1, 2, 3, 4, 6, 8, 12})
-        if (nt >= 4) {
-          LinearOptions o;
-          o.path = LinearPath::fused_mma;
-          o.n_tiles = nt, o.warps = 4, o.splits = splits, o.items = LinearItems::wgmma;
-          add(o);
-        }
+      for (int warps : {4, 8})  // one or two warpgroups sharing x
+        for (int splits : {1, 2, 3, 4, 6, 8, 12})
+          if (nt >= 4) {
+            LinearOptions o;
+            o.path = LinearPath::fused_mma;
+            o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = LinearItems::wgmma;
+            add(o);
+          }
   if (m >= 32) {
     LinearOptions o;
     o.path = LinearPath::dequant_cublas;

@@ -236,15 +236,15 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
             : c                                ? c->items
             : large && p.n_tiles >= 2          ? LinearItems::stripes
                                                : LinearItems::cta;
-  if (p.items == LinearItems::wgmma && !c) {  // one warpgroup over 32 or 64 tokens, unless the caller said
+  if (p.items == LinearItems::wgmma && !c) {  // one warpgroup over 32 or 64 tokens, unless the caller says
     if (!o.n_tiles) p.n_tiles = m <= 32 ? 4 : 8;
     if (!o.warps) p.warps = 4;
   }
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
-  KBIT_REQUIRE(p.items != LinearItems::wgmma || (p.warps == 4 && p.n_tiles >= 4),
-               "linear: wgmma items take 4 warps and n_tiles 4 or 8, got ", p.warps, " warps, n_tiles ", p.n_tiles);
+  KBIT_REQUIRE(p.items != LinearItems::wgmma || p.n_tiles >= 4, "linear: wgmma items take n_tiles 4 or 8, got ",
+               p.n_tiles);
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);

@@ -97,14 +97,16 @@ std::vector<PathCase> path_cases(int64_t m) {
           v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                               " splits=" + std::to_string(splits) + " " + std::string(linear_items_name(items))});
         }
-  // wgmma items: one warpgroup, 32 or 64 tokens per tile (padded below that).
+  // wgmma items: one or two warpgroups, 32 or 64 tokens per tile (padded below that).
   for (int nt : {4, 8})
-    for (int splits : {1, 3}) {
-      LinearOptions f;
-      f.path = LinearPath::fused_mma;
-      f.n_tiles = nt, f.warps = 4, f.splits = splits, f.items = LinearItems::wgmma;
-      v.push_back({f, "fused nt=" + std::to_string(nt) + " splits=" + std::to_string(splits) + " wgmma"});
-    }
+    for (int warps : {4, 8})
+      for (int splits : {1, 3}) {
+        LinearOptions f;
+        f.path = LinearPath::fused_mma;
+        f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = LinearItems::wgmma;
+        v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
+                            " splits=" + std::to_string(splits) + " wgmma"});
+      }
   return v;
 }
 
@@ -396,8 +398,8 @@ TEST(GpuLinear, BadInputIsAClearError) {
   bad.n_tiles = 3;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad); }, "n_tiles");
   LinearOptions bad_wgmma;
-  bad_wgmma.items = LinearItems::wgmma, bad_wgmma.warps = 8;
-  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_wgmma); }, "wgmma items take 4 warps");
+  bad_wgmma.items = LinearItems::wgmma, bad_wgmma.n_tiles = 2;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_wgmma); }, "wgmma items take n_tiles 4 or 8");
   std::vector<uint16_t> host_x(size_t(m * k));
   expect_error([&] { linear(TensorView{host_x.data(), DType::bf16, m, k}, q.device_mma16, y, ws, nullptr); },
                "not device memory");

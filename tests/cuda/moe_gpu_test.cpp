@@ -194,6 +194,9 @@ void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int to
   ExpertLinearOptions wgmma = fused;  // one warpgroup per 64 rows, 32 or 64 tokens per tile
   wgmma.items = LinearItems::wgmma;
   variants.push_back({wgmma, "fused_mma items=wgmma"});
+  ExpertLinearOptions wgmma2 = wgmma;  // two warpgroups sharing x
+  wgmma2.warps = 8;
+  variants.push_back({wgmma2, "fused_mma items=wgmma warps=8"});
   if (pairs <= kGroupedGemvMaxRows)
     for (int rows : {1, 2, 4}) {
       ExpertLinearOptions g;

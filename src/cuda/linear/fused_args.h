@@ -39,7 +39,7 @@ struct FusedArgs : LinearOperands {
 // warp: one warp per item; cta: the warps of a CTA share each item's supertiles;
 // stripes: an item is `warps` adjacent stripes over the same K range, one per warp of a
 // CTA, which share the activations through a ring in shared memory; wgmma: stripes items of
-// one warpgroup (4 warps, n_tiles 4 or 8) multiplying with wgmma.mma_async, the activations
+// one or two warpgroups (4 or 8 warps, n_tiles 4 or 8) multiplying with wgmma.mma_async, the activations
 // read from the ring by the tensor cores.
 enum class FusedItems : uint8_t { warp, cta, stripes, wgmma };
 

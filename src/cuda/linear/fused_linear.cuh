@@ -23,9 +23,9 @@
 // CTA into a shared-memory ring (stripes). D supertiles of weight loads in flight per
 // warp (clamped, branch-free); the activations one supertile ahead in registers for
 // n_tiles = 1 (M <= 8) in warp and cta modes. wgmma items (sm_90a, n_tiles 4 or 8): stripes
-// items of one warpgroup whose ring holds x as wgmma core matrices (each 16-byte chunk of x
+// items of one or two warpgroups whose ring holds x as wgmma core matrices (each 16-byte chunk of x
 // scattered as four pairs to match the mma16 k order); per supertile each warp decodes its 8
-// A fragments and the warpgroup issues 8 wgmma.mma_async m64nNk16 (N = 32 or 64 tokens)
+// A fragments and each warpgroup issues 8 wgmma.mma_async m64nNk16 (N = 32 or 64 tokens)
 // that read B from the ring (wgmma.cuh). Splits are reduced through an fp32 workspace by
 // the last warp to arrive (a counter, not float atomics), in split order, so
 // results are bit-identical run to run. Empty splits never exist (host side).
@@ -253,11 +253,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // reduce through shared memory; warp: each warp runs whole items on its own;
   // stripes: an item is WARPS adjacent stripes, one per warp, sharing x (see kFusedXSlots).
   constexpr bool kCta = ITEMS == FusedItems::cta;
-  // wgmma: stripes items whose 4 warps (one warpgroup, 64 rows) multiply with one
+  // wgmma: stripes items whose warpgroups (4 warps, 64 rows each) multiply with one
   // wgmma.mma_async per 16 columns, the activations read by the tensor cores straight from
   // the ring, which then holds them in core-matrix order (see copy_x_tile).
   constexpr bool kWgmma = ITEMS == FusedItems::wgmma;
-  static_assert(!kWgmma || (WARPS == 4 && (NT == 4 || NT == 8)), "wgmma items: 4 warps, n_tiles 4 or 8");
+  static_assert(!kWgmma || (WARPS % 4 == 0 && (NT == 4 || NT == 8)), "wgmma items: whole warpgroups, n_tiles 4 or 8");
   constexpr bool kShareX = ITEMS == FusedItems::stripes || kWgmma;
   constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
   constexpr int kStride = kCta ? WARPS : 1;
@@ -692,13 +692,12 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
         case FusedItems::cta: return f.template operator()<T, NT, WARPS, FusedItems::cta>();
         case FusedItems::stripes: return f.template operator()<T, NT, WARPS, FusedItems::stripes>();
         case FusedItems::wgmma:
-          if constexpr (WARPS == 4 && (NT == 4 || NT == 8)) {
+          if constexpr (NT == 4 || NT == 8) {
             KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma items need an sm_90 GPU (Hopper), this is ",
                          kbit::cuda::device_description());
             return f.template operator()<T, NT, WARPS, FusedItems::wgmma>();
           } else {
-            throw Error(kbit::detail::concat("fused linear: wgmma items take 4 warps and n_tiles 4 or 8, got ", WARPS,
-                                             " warps, n_tiles ", NT));
+            throw Error(kbit::detail::concat("fused linear: wgmma items take n_tiles 4 or 8, got ", NT));
           }
       }
       throw Error("fused linear: unknown item mode");
