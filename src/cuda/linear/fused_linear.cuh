@@ -56,6 +56,7 @@
 #include "kbit/cuda.h"
 #include "fused_args.h"
 #include "wgmma.cuh"
+#include "wgmma_layout.h"
 
 namespace kbit::cuda::detail {
 
@@ -234,8 +235,6 @@ constexpr int kFusedXSlots = 3;
 // PDL: grids of at most this many CTAs per SM trigger their dependents at entry (see the kernel).
 constexpr int kFusedEarlyTriggerCtasPerSm = 2;
 constexpr int kFusedXRowBytes = 128 * 2;
-// wgmma items: one supertile's 16 core matrices (8 tokens x 16 bytes each) per 8 tokens.
-constexpr int kWgmmaGroupBytes = 16 * 128;
 template <int NT, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
   return ITEMS == FusedItems::stripes || ITEMS == FusedItems::wgmma ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
@@ -386,13 +385,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     auto copy_x_tile = [&](int st, int slot) {
       constexpr int kChunks = NT * 8 * 16, kThreads = WARPS * 32;
       if constexpr (kWgmma) {
-        // wgmma's B operand: k16 step q of the supertile is two 8 x 16-byte core matrices per
-        // 8 tokens, q * 256 + h * 128 bytes into the token group's kWgmmaGroupBytes. The mma16
-        // layout gives lane c of a warp the columns 8c + 4s .. 8c + 4s + 3 of each 32-column
-        // block j in k-step s (its A fragment's k slots 2c, 2c + 1, 2c + 8, 2c + 9), so the pair
-        // at columns 32j + 8c + 4s + 2h goes to core matrix (q = 2j + s, h), k slot 2c: each
-        // 16-byte chunk of x scatters as four 4-byte pairs. A warp copies 8 tokens x 4 chunks
-        // of one block (conflict-free stores).
+        // wgmma's B operand (wgmma_layout.h): each 16-byte chunk of x scatters as four 4-byte
+        // pairs, one per core matrix of its block's two k16 steps, so that k slot kappa of
+        // step q holds the column the mma16 layout puts there. A warp copies 8 tokens x 4
+        // chunks of one block (conflict-free stores).
         if (st < st_end) {
           const uint32_t dst = x_ring + uint32_t(slot * kXSlotBytes);
 #pragma unroll
@@ -400,16 +396,18 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
             const int i = int(threadIdx.x) + u * kThreads;
             const int cq = i & 3, r_lo = (i >> 2) & 7, j = (i >> 5) & 3, r_hi = i >> 7;
             const int col = st * 128 + 32 * j + 8 * cq, t = min(m0 + r_hi * 8 + r_lo, args.M - 1);
-            const uint32_t d = dst + uint32_t(r_hi * kWgmmaGroupBytes + j * 512 + r_lo * 16 + cq * 4);
+            const int row = r_hi * 8 + r_lo, c0 = 32 * j + 8 * cq;  // in the tile and the supertile
+            uint32_t d[4];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) d[p] = dst + wgmma_pair_offset(row, c0 + 2 * p);
             if (args.x_vec) {
               const uint16_t* src = x + int64_t(t) * args.ldx + (col < args.K ? col : 0);
               const int bytes = col < args.K ? 4 : 0;
 #pragma unroll
-              for (int sh = 0; sh < 4; ++sh)  // (s, h) = (sh / 2, sh % 2): columns 4s + 2h
-                cp_async4_through_l1(d + uint32_t(sh * 128), src + 2 * sh, bytes);
+              for (int p = 0; p < 4; ++p) cp_async4_through_l1(d[p], src + 2 * p, bytes);
             } else {
               const uint4 v = load_x8(x, args.ldx, args.M, args.K, false, t, col);
-              sts32(d, v.x), sts32(d + 128, v.y), sts32(d + 256, v.z), sts32(d + 384, v.w);
+              sts32(d[0], v.x), sts32(d[1], v.y), sts32(d[2], v.z), sts32(d[3], v.w);
             }
           }
         }
@@ -509,7 +507,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           wgmma_fence();
 #pragma unroll
           for (int q = 0; q < 8; ++q)
-            wgmma_rs<T, NT>(acc, afr[q], wgmma_desc_no_swizzle(x_tile + uint32_t(q * 256), 128, kWgmmaGroupBytes));
+            wgmma_rs<T, NT>(acc, afr[q], wgmma_desc_no_swizzle(x_tile + uint32_t(q) * kWgmmaStepBytes, kWgmmaKHalfBytes,
+                                                               kWgmmaGroupBytes));
           wgmma_commit();
           wgmma_wait_all<NT>(acc, afr);
         } else {
