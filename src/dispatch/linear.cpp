@@ -236,7 +236,9 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
             : c                                ? c->items
             : large && p.n_tiles >= 2          ? LinearItems::stripes
                                                : LinearItems::cta;
-  if (p.items == LinearItems::wgmma && !c) {  // one warpgroup over 32 or 64 tokens, unless the caller says
+  // wgmma items not from a wgmma table entry (forced over a table entry of another item
+  // mode, or untuned): one warpgroup over 32 or 64 tokens, unless the caller says.
+  if (p.items == LinearItems::wgmma && !(c && c->items == LinearItems::wgmma)) {
     if (!o.n_tiles) p.n_tiles = m <= 32 ? 4 : 8;
     if (!o.warps) p.warps = 4;
   }
