@@ -26,7 +26,6 @@ struct FusedArgs : LinearOperands {
   bool x_vec = false;      // x rows 16-byte aligned and K % 8 == 0: 16-byte activation loads
   int max_ctas = 1 << 30;  // persistent grid size (SMs x resident CTAs)
   bool pdl = false;        // launch with programmatic stream serialization (weights load before the wait)
-  bool pdl_trigger_at_entry = true;  // set by the launch: trigger dependents at entry, else at the last item's end
   // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows each (stripes per
   // expert), x and y are [M, *] rows in expert order, expert e owning rows
   // [expert_offsets[e], expert_offsets[e + 1]) (device memory). Items run over the token

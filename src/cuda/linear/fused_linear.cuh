@@ -232,8 +232,6 @@ __device__ __forceinline__ void build_tile_table(const int32_t* offsets, int exp
 // ncu, 46% of stalls on L1TEX, L1 hit rate 47%). Tile rows of 256 bytes (128 columns),
 // 16-byte chunks XOR-swizzled by 4 (row & 1): conflict-free fragment reads.
 constexpr int kFusedXSlots = 3;
-// PDL: grids of at most this many CTAs per SM trigger their dependents at entry (see the kernel).
-constexpr int kFusedEarlyTriggerCtasPerSm = 2;
 constexpr int kFusedXRowBytes = 128 * 2;
 template <int NT, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
@@ -276,16 +274,18 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords));
   const DeviceMeta* meta = args.meta;
 
-  // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh). At entry when the
-  // grid has at most kFusedEarlyTriggerCtasPerSm CTAs per SM (or n_tiles >= 4); larger grids
-  // trigger when their CTA starts the epilogue of its last item. On the H200 the entry trigger made the
-  // 320-384-CTA grids of 4 warps slower (glm47 q, shared_gu at M = 16, stripes: 27.67 us
-  // against 25.39 without it, 42.63 against 36.57; o, shared_gu at M = 8, k = 2, cta and warp
-  // items: 24.02 against plain launches' 20.60, 38.49 against 32.44): the dependent's CTAs
-  // take the free slots at once, unevenly, and then stream at the pace of their most
-  // crowded SMs. Grids of 128-264 CTAs gained (kv at M = 16 10.36 -> 8.78 us, o 27.5 -> 25.5).
-  const bool trigger_late = args.pdl && !args.pdl_trigger_at_entry;
-  if (args.pdl && args.pdl_trigger_at_entry) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh). Not for stripes
+  // items of 4 warps: there the early trigger made glm47 q and shared_gu at M = 16 slower
+  // on the H200 (27.67 us against 25.39 without it, 42.63 against 36.57; both 384 CTAs of
+  // up to 4 per SM), while it sped up the other modes timed in that A/B (kv 10.36 -> 8.78
+  // us). Later (b6a9259) PDL chains of 320-384-CTA grids of 4-warp cta and warp items ran
+  // slower than plain launches too (glm47 o at M = 8, k = 2: 24.02 against 20.60 us). A
+  // rule by CTAs per SM (entry trigger up to 2 per SM, else at the CTA's last epilogue) was
+  // measured on the H200 at 987a23e and dropped: it fixed those (o at M = 8, k = 2: 19.62
+  // against 24.28) but lost 8-19% elsewhere (Qwen3 v at M = 1, k = 4: 2.59 against 2.33;
+  // glm47 q at M = 16, k = 4: 27.55 against 25.32), so this measured exception stays.
+  constexpr bool kEarlyTrigger = !(ITEMS == FusedItems::stripes && WARPS == 4);
+  if (kEarlyTrigger && args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
   if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = to_bits16<T>(meta->codebook[threadIdx.x]);
   __syncthreads();
@@ -544,11 +544,6 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
         if constexpr (kShareX) x_slot = x_slot + 1 == kFusedXSlots ? 0 : x_slot + 1;
       }
     }
-    // PDL, larger grids: this CTA's weight loads are done (warp items: this warp's; the
-    // first warp of a CTA to get here triggers for the CTA).
-    if constexpr (NT <= 2) {  // (at NT = 4 the check cost cta items 30 registers: entry only)
-      if (trigger_late && item + item_step >= items) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    }
     if constexpr (kShareX) {
       cp_async_wait_pending(0);  // only empty groups are left; none may land in the next item's ring
       if (!stores) continue;     // (the next item starts with a barrier every warp reaches)
@@ -666,15 +661,13 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   const int64_t ctas = ITEMS == FusedItems::warp ? (items + WARPS - 1) / WARPS : items;
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));
   if (a.pdl) {
-    FusedArgs pa = a;
-    pa.pdl_trigger_at_entry = NT > 2 || int64_t(grid.x) <= int64_t(kFusedEarlyTriggerCtasPerSm) * sm_count();
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid, cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = stream;
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, fused_linear_kernel<KB, T, NT, WARPS, ITEMS>, pa), "fused linear: PDL launch");
+    check_cuda(cudaLaunchKernelEx(&cfg, fused_linear_kernel<KB, T, NT, WARPS, ITEMS>, a), "fused linear: PDL launch");
   } else {
     fused_linear_kernel<KB, T, NT, WARPS, ITEMS><<<grid, WARPS * 32, smem, stream>>>(a);
   }
