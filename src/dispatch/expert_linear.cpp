@@ -69,8 +69,14 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   }
 
   // Token tiles sized for the rows an active expert gets on average (wgmma items: 32 at least).
-  const LinearItems items = o.items == LinearItems::automatic ? LinearItems::cta : o.items;
+  // Stripes items (4 warps on 4 adjacent stripes sharing each x tile) from 4 token tiles (25+
+  // rows per expert): on the H200 (16be850, glm47, k = 4, top-8 of 160) they took prefill at
+  // T = 512 from 1860 to 1040 us (moe_gu; cuBLAS grouped 1340) and at T = 4096 from 18462 to
+  // 6537 us (cuBLAS 4409); wgmma items were slower there (1332, 8765).
   const int tiles_for_rows = default_n_tiles((p + active - 1) / active);
+  const LinearItems items = o.items != LinearItems::automatic ? o.items
+                            : tiles_for_rows >= 4            ? LinearItems::stripes
+                                                             : LinearItems::cta;
   const int n_tiles = o.n_tiles                       ? o.n_tiles
                       : items == LinearItems::wgmma ? std::max(4, tiles_for_rows)
                                                     : tiles_for_rows;
