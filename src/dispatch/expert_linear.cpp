@@ -69,13 +69,15 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   }
 
   // Token tiles sized for the rows an active expert gets on average (wgmma items: 32 at least).
-  // Stripes items (4 warps on 4 adjacent stripes sharing each x tile) from 4 token tiles (25+
-  // rows per expert): on the H200 (16be850, glm47, k = 4, top-8 of 160) they took prefill at
-  // T = 512 from 1860 to 1040 us (moe_gu; cuBLAS grouped 1340) and at T = 4096 from 18462 to
-  // 6537 us (cuBLAS 4409); wgmma items were slower there (1332, 8765).
+  // Stripes items (4 warps on 4 adjacent stripes sharing each x tile) from 2 token tiles (9+
+  // rows per expert on average). On the H200 (k = 4) they took glm47 prefill (top-8 of 160)
+  // at T = 512 from 1860 to 1040 us (moe_gu; cuBLAS grouped 1340) and at T = 4096 from 18462
+  // to 6537 us (cuBLAS 4409), and Qwen3's (top-10 of 512, 10 rows per expert at T = 512,
+  // n_tiles 2) from 630 to 321 us (cuBLAS 568); wgmma items were slower than stripes (glm47
+  // 1332 and 8765 us). Below 9 rows (n_tiles 1) cta items, not measured against stripes.
   const int tiles_for_rows = default_n_tiles((p + active - 1) / active);
   const LinearItems items = o.items != LinearItems::automatic ? o.items
-                            : tiles_for_rows >= 4            ? LinearItems::stripes
+                            : tiles_for_rows >= 2            ? LinearItems::stripes
                                                              : LinearItems::cta;
   const int n_tiles = o.n_tiles                       ? o.n_tiles
                       : items == LinearItems::wgmma ? std::max(4, tiles_for_rows)
