@@ -45,7 +45,10 @@
 // 37.1 (1.61x); M = 32 q 36.5 (0.94x), shared_gu 50.4 (1.19x); M = 64 q 55.3 (0.61x).
 // Latest (commit b6a9259, 2026-11-30, cuBLAS bf16 in the same run): M = 8, k = 4 q 20.2 us
 // (1.70x), M = 16 q 25.7 (1.34x), kv 9.3 (1.09x), shared_gu 37.1 (1.67x); with PDL launches
-// chained on one stream M = 16 kv 7.5 us, o 25.5 (against 27.7 plain).
+// chained on one stream M = 16 kv 7.5 us, o 25.5 (against 27.7 plain). Commit 16be850
+// (the k >= 3 table after the first loads): M = 16, k = 4 q 24.7 us (1.41x), shared_gu 35.9
+// (1.73x); Qwen3 shared_dn M = 1, k = 3 3.23 us (from 3.54). wgmma items (c825f32): correct,
+// slower than the mma.sync items (q at M = 32 46.0 us against 36.0, M = 64 63.9 against 54.9).
 #pragma once
 
 #include <cuda_bf16.h>
