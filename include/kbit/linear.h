@@ -91,6 +91,8 @@ class LinearWorkspace {
 
 // The fused kernel's default token tile for M: n_tiles = 1, 2, 4 or 8 (8 tokens each).
 int default_n_tiles(int64_t m);
+// wgmma items (one warpgroup) take 32 or 64 tokens per tile: default_n_tiles, at least 4.
+int wgmma_n_tiles(int64_t m);
 
 // The plan kbit::linear uses for these sizes on the current GPU (no GPU work).
 LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOptions& options = {});

@@ -75,12 +75,13 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   // to 6537 us (cuBLAS 4409), and Qwen3's (top-10 of 512, 10 rows per expert at T = 512,
   // n_tiles 2) from 630 to 321 us (cuBLAS 568); wgmma items were slower than stripes (glm47
   // 1332 and 8765 us). Below 9 rows (n_tiles 1) cta items, not measured against stripes.
-  const int tiles_for_rows = default_n_tiles((p + active - 1) / active);
+  const int64_t rows_per_expert = (p + active - 1) / active;
+  const int tiles_for_rows = default_n_tiles(rows_per_expert);
   const LinearItems items = o.items != LinearItems::automatic ? o.items
                             : tiles_for_rows >= 2            ? LinearItems::stripes
                                                              : LinearItems::cta;
   const int n_tiles = o.n_tiles                       ? o.n_tiles
-                      : items == LinearItems::wgmma ? std::max(4, tiles_for_rows)
+                      : items == LinearItems::wgmma ? wgmma_n_tiles(rows_per_expert)
                                                     : tiles_for_rows;
   const int warps = o.warps ? o.warps : 4;
   KBIT_REQUIRE(items != LinearItems::wgmma || n_tiles >= 4, "expert_linear: wgmma items take n_tiles 4 or 8, got ",

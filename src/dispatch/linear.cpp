@@ -113,6 +113,7 @@ void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail
 }  // namespace detail
 
 int default_n_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+int wgmma_n_tiles(int64_t m) { return std::max(4, default_n_tiles(m)); }
 
 int detail::normalize_splits(int requested, int64_t k, int64_t m, int n_tiles) {
   const int64_t supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
@@ -154,7 +155,7 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
     if (cta) {
       const int64_t items_per_cta = ceil_div(stripes * tiles * s, ctas);
       cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
-    } else if (items == LinearItems::stripes || items == LinearItems::wgmma) {  // CTA items of `warps` stripes
+    } else if (cuda::detail::items_share_x(fused_items(items))) {  // CTA items of `warps` stripes
       const int64_t items_per_cta = ceil_div(ceil_div(stripes, warps) * tiles * s, ctas);
       cost = double(items_per_cta) * (double(per) + 2.0);
     } else {
@@ -239,7 +240,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // wgmma items not from a wgmma table entry (forced over a table entry of another item
   // mode, or untuned): one warpgroup over 32 or 64 tokens, unless the caller says.
   if (p.items == LinearItems::wgmma && !(c && c->items == LinearItems::wgmma)) {
-    if (!o.n_tiles) p.n_tiles = m <= 32 ? 4 : 8;
+    if (!o.n_tiles) p.n_tiles = wgmma_n_tiles(m);
     if (!o.warps) p.warps = 4;
   }
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,

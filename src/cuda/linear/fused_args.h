@@ -41,6 +41,9 @@ struct FusedArgs : LinearOperands {
 // one or two warpgroups (4 or 8 warps, n_tiles 4 or 8) multiplying with wgmma.mma_async, the activations
 // read from the ring by the tensor cores.
 enum class FusedItems : uint8_t { warp, cta, stripes, wgmma };
+// Stripes and wgmma items: a CTA item of adjacent stripes, one per warp, the warps sharing
+// x through the CTA's ring (the item count, the ring and the split cost follow from it).
+constexpr bool items_share_x(FusedItems i) { return i == FusedItems::stripes || i == FusedItems::wgmma; }
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8), item mode.
 struct FusedShape {

@@ -238,7 +238,7 @@ constexpr int kFusedXSlots = 3;
 constexpr int kFusedXRowBytes = 128 * 2;
 template <int NT, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
-  return ITEMS == FusedItems::stripes || ITEMS == FusedItems::wgmma ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
+  return items_share_x(ITEMS) ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
 }
 
 template <int KB>
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // the ring, which then holds them in core-matrix order (see copy_x_tile).
   constexpr bool kWgmma = ITEMS == FusedItems::wgmma;
   static_assert(!kWgmma || (WARPS % 4 == 0 && (NT == 4 || NT == 8)), "wgmma items: whole warpgroups, n_tiles 4 or 8");
-  constexpr bool kShareX = ITEMS == FusedItems::stripes || kWgmma;
+  constexpr bool kShareX = items_share_x(ITEMS);
   constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
   constexpr int kStride = kCta ? WARPS : 1;
   // supertiles of weight loads in flight per warp
@@ -657,8 +657,7 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
                             a.experts <= kbit::kMaxExperts),
                "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kbit::kMaxExperts, " experts");
   // Grouped: at most every row's tile plus one partial tile per expert (the device knows the exact count).
-  const int64_t units =
-      ITEMS == FusedItems::stripes || ITEMS == FusedItems::wgmma ? (int64_t(a.stripes) + WARPS - 1) / WARPS : a.stripes;
+  const int64_t units = items_share_x(ITEMS) ? (int64_t(a.stripes) + WARPS - 1) / WARPS : a.stripes;
   const int64_t items = grouped ? (int64_t(a.tiles) + a.experts) * units : units * a.splits * a.tiles;
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
   const int64_t ctas = ITEMS == FusedItems::warp ? (items + WARPS - 1) / WARPS : items;

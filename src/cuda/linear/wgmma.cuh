@@ -47,24 +47,23 @@ __device__ __forceinline__ void wgmma_commit() {
 #endif
 }
 
+// Asm operands: the 4 accumulators of n-tile i of v (floats, read and written).
+#define KBIT_WGMMA_F4(v, i) "+f"(v[i][0]), "+f"(v[i][1]), "+f"(v[i][2]), "+f"(v[i][3])
 // One m64nNk16 step, N = 8 * NT (NT = 4 or 8), accumulating into d (TY: the PTX type).
 #define KBIT_WGMMA_RS_N32(TY) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " \
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, " \
                "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n" \
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]) \
+               : KBIT_WGMMA_F4(d, 0), KBIT_WGMMA_F4(d, 1), KBIT_WGMMA_F4(d, 2), KBIT_WGMMA_F4(d, 3) \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
 #define KBIT_WGMMA_RS_N64(TY) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, " \
                "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n" \
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
+               : KBIT_WGMMA_F4(d, 0), KBIT_WGMMA_F4(d, 1), KBIT_WGMMA_F4(d, 2), KBIT_WGMMA_F4(d, 3), KBIT_WGMMA_F4(d, 4), KBIT_WGMMA_F4(d, 5), \
+                 KBIT_WGMMA_F4(d, 6), KBIT_WGMMA_F4(d, 7) \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
 
 template <typename T, int NT>
@@ -86,34 +85,33 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[NT][4], const uint32_t (&a)[
 // Waits for every committed wgmma of this warpgroup. The accumulators and the A fragments
 // are operands, so that the compiler neither reads the former nor reuses the latter's
 // registers before the asynchronous MMAs are done with them.
+// The 4 words of A fragment i of a; all 8 fragments.
+#define KBIT_WGMMA_AFR4(i) "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])
+#define KBIT_WGMMA_AFR_ALL \
+  KBIT_WGMMA_AFR4(0), KBIT_WGMMA_AFR4(1), KBIT_WGMMA_AFR4(2), KBIT_WGMMA_AFR4(3), KBIT_WGMMA_AFR4(4), \
+      KBIT_WGMMA_AFR4(5), KBIT_WGMMA_AFR4(6), KBIT_WGMMA_AFR4(7)
 template <int NT>
 __device__ __forceinline__ void wgmma_wait_all(float (&acc)[NT][4], uint32_t (&a)[8][4]) {
   static_assert(NT == 4 || NT == 8, "wgmma items take n_tiles 4 or 8");
 #if KBIT_WGMMA
   if constexpr (NT == 4) {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n"
-               : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]), "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]),
-                 "+f"(acc[2][0]), "+f"(acc[2][1]), "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]), "+f"(acc[3][3]),
-                 "+r"(a[0][0]), "+r"(a[0][1]), "+r"(a[0][2]), "+r"(a[0][3]), "+r"(a[1][0]), "+r"(a[1][1]), "+r"(a[1][2]), "+r"(a[1][3]),
-                 "+r"(a[2][0]), "+r"(a[2][1]), "+r"(a[2][2]), "+r"(a[2][3]), "+r"(a[3][0]), "+r"(a[3][1]), "+r"(a[3][2]), "+r"(a[3][3]),
-                 "+r"(a[4][0]), "+r"(a[4][1]), "+r"(a[4][2]), "+r"(a[4][3]), "+r"(a[5][0]), "+r"(a[5][1]), "+r"(a[5][2]), "+r"(a[5][3]),
-                 "+r"(a[6][0]), "+r"(a[6][1]), "+r"(a[6][2]), "+r"(a[6][3]), "+r"(a[7][0]), "+r"(a[7][1]), "+r"(a[7][2]), "+r"(a[7][3])
-               :
-               : "memory");
+                 : KBIT_WGMMA_F4(acc, 0), KBIT_WGMMA_F4(acc, 1), KBIT_WGMMA_F4(acc, 2), KBIT_WGMMA_F4(acc, 3), KBIT_WGMMA_AFR_ALL
+                 :
+                 : "memory");
   } else {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n"
-               : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]), "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]),
-                 "+f"(acc[2][0]), "+f"(acc[2][1]), "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]), "+f"(acc[3][3]),
-                 "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]), "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]),
-                 "+f"(acc[6][0]), "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]), "+f"(acc[7][2]), "+f"(acc[7][3]),
-                 "+r"(a[0][0]), "+r"(a[0][1]), "+r"(a[0][2]), "+r"(a[0][3]), "+r"(a[1][0]), "+r"(a[1][1]), "+r"(a[1][2]), "+r"(a[1][3]),
-                 "+r"(a[2][0]), "+r"(a[2][1]), "+r"(a[2][2]), "+r"(a[2][3]), "+r"(a[3][0]), "+r"(a[3][1]), "+r"(a[3][2]), "+r"(a[3][3]),
-                 "+r"(a[4][0]), "+r"(a[4][1]), "+r"(a[4][2]), "+r"(a[4][3]), "+r"(a[5][0]), "+r"(a[5][1]), "+r"(a[5][2]), "+r"(a[5][3]),
-                 "+r"(a[6][0]), "+r"(a[6][1]), "+r"(a[6][2]), "+r"(a[6][3]), "+r"(a[7][0]), "+r"(a[7][1]), "+r"(a[7][2]), "+r"(a[7][3])
-               :
-               : "memory");
+                 : KBIT_WGMMA_F4(acc, 0), KBIT_WGMMA_F4(acc, 1), KBIT_WGMMA_F4(acc, 2), KBIT_WGMMA_F4(acc, 3), KBIT_WGMMA_F4(acc, 4),
+                   KBIT_WGMMA_F4(acc, 5), KBIT_WGMMA_F4(acc, 6), KBIT_WGMMA_F4(acc, 7), KBIT_WGMMA_AFR_ALL
+                 :
+                 : "memory");
   }
 #endif
 }
+#undef KBIT_WGMMA_AFR_ALL
+#undef KBIT_WGMMA_AFR4
+#undef KBIT_WGMMA_RS_N64
+#undef KBIT_WGMMA_RS_N32
+#undef KBIT_WGMMA_F4
 
 }  // namespace kbit::cuda::detail
