@@ -99,6 +99,10 @@ __device__ __forceinline__ void cp_async16_evict_first(uint32_t dst, const void*
                "l"(policy)
                : "memory");
 }
+// Read-once data with no cache hint (L2 only).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
 // Activations: through L1 (cp.async.ca), where the CTAs of an SM copying the same columns
 // at about the same time hit.
 __device__ __forceinline__ void cp_async16_through_l1(uint32_t dst, const void* src, int bytes) {

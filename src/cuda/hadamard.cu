@@ -28,6 +28,7 @@
 #include <cmath>
 #include <utility>
 
+#include "bulk_copy.cuh"
 #include "common.cuh"
 #include "format/small_hadamard.h"
 #include "kbit/cuda.h"
@@ -393,16 +394,19 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
 // barriers): the same 3.37 us at one row, 3.99 us at 16 (cluster scheduling); a version
 // that mixed first on the tensor cores (mma.sync with H_p's signs on the 16-bit input,
 // ~half the instructions) measured 3.90 us: the time is latency, not issue (ncu: IPC 1.6
-// on the row's one SM).
+// on the row's one SM), so the CTA has 512 threads (16 warps to hide it; 256 measured
+// 3.06-3.17 us).
 // Three passes over the row in shared memory (fp32, [p * q / 32][32] with the float4
 // groups of each 32-float line XOR-swizzled by the line's low 3 bits, so that every pass
 // is free of bank conflicts): (1) lines of 32 contiguous elements from global memory,
 // forward signs, 5 butterfly stages; (2) the remaining log2(q / 32) stages of each run,
-// one (run, lane position) per thread; (3) one column b per thread: the order-p mix of
-// the p values a * q + b, computed in groups of 4 inputs whose 8 signed sums are shared
-// by all p outputs (~280 FADDs per column instead of p^2 = 784), scale, inverse signs,
-// straight to global memory. All loads precede the first barrier: in place is safe.
-constexpr int kRowsThreads = 256;
+// one (run, lane position) per thread; (3) column b by two threads (warps 0-7 and 8-15),
+// each computing half of the order-p mix of the p values a * q + b, in groups of 4 inputs
+// whose 8 signed sums are shared by the outputs (~140 FADDs per thread instead of
+// p^2 / 2 = 392), scale, inverse signs, straight to global memory. All loads precede the
+// first barrier: in place is safe.
+constexpr int kRowsThreads = 512;
+constexpr int kRowsColumnThreads = 256;  // threads per half of pass 3: columns b < 256
 constexpr int64_t kRowsKernelMaxRows = 64;  // measured at 1-16 rows; more go to the CTA kernel
 
 // Output a's share of group G (inputs 4G..4G+3 of the column) of H_P (H_P^T when INV):
@@ -423,12 +427,13 @@ __device__ __forceinline__ float mix_group_term(float acc, float p01, float m01,
     return s0 > 0 ? acc + combo : acc - combo;
 }
 
-template <int P, bool INV, int G>
-__device__ __forceinline__ void mix_group(float (&y)[P], float x0, float x1, float x2, float x3) {
+// Outputs A0 .. A0 + NA - 1 of group G: y[j] holds output A0 + j.
+template <int P, bool INV, int A0, int NA, int G>
+__device__ __forceinline__ void mix_group(float (&y)[NA], float x0, float x1, float x2, float x3) {
   const float p01 = x0 + x1, m01 = x0 - x1, p23 = x2 + x3, m23 = x2 - x3;
-  [&]<int... A>(std::integer_sequence<int, A...>) {
-    ((y[A] = mix_group_term<P, INV, G, A>(y[A], p01, m01, p23, m23)), ...);
-  }(std::make_integer_sequence<int, P>{});
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    ((y[J] = mix_group_term<P, INV, G, A0 + J>(y[J], p01, m01, p23, m23)), ...);
+  }(std::make_integer_sequence<int, NA>{});
 }
 
 // Pass 2 of the rows kernel: the stages of bits 5.. of each run (HQ = q / 32 values).
@@ -448,6 +453,33 @@ __device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
       const int r = a * HQ + hh;
       buf[r * 32 + swizzle(r & 7, lo)] = v[hh];
     }
+  }
+}
+
+// Pass 3 of the rows kernel for outputs A0 .. A0 + NA - 1 of column b.
+template <typename T, int P, bool INV, int A0, int NA>
+__device__ __forceinline__ void rows_pass3(const float* buf, T* dst, const ChunkGrid& g, const SignBits<P * 8>& signs,
+                                           int q, int hq, int b) {
+  const int lo = b & 31, hi = b >> 5;
+  float y[NA];
+  [&]<int... G>(std::integer_sequence<int, G...>) {
+    ((void)[&] {
+      float x[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = (4 * G + i) * hq + hi;
+        x[i] = buf[r * 32 + swizzle(r & 7, lo)];
+      }
+      mix_group<P, INV, A0, NA, G>(y, x[0], x[1], x[2], x[3]);
+    }(), ...);
+  }(std::make_integer_sequence<int, P / 4>{});
+  const bool inverse_signs = signs.used && g.inverse;
+#pragma unroll
+  for (int j = 0; j < NA; ++j) {
+    const int i = (A0 + j) * q + b;
+    float v = y[j] * g.scale;
+    if (inverse_signs && ((signs.w[i >> 5] >> (i & 31)) & 1u)) v = -v;
+    dst[i] = detail::Element<T>::from_float(v);
   }
 }
 
@@ -482,30 +514,14 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
     }
     __syncthreads();
   }
-  // Pass 3: column b; value a sits on line a * hq + (b >> 5) at position b & 31.
-  const int b = tid;
+  // Pass 3: column b; value a sits on line a * hq + (b >> 5) at position b & 31. The
+  // column's outputs are split by half of the CTA (warp-uniform: no divergence).
+  const int b = tid % kRowsColumnThreads;
   if (b >= q) return;
-  const int lo = b & 31, hi = b >> 5;
-  float y[P];
-  [&]<int... G>(std::integer_sequence<int, G...>) {
-    ((void)[&] {
-      float x[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = (4 * G + i) * hq + hi;
-        x[i] = buf[r * 32 + swizzle(r & 7, lo)];
-      }
-      mix_group<P, INV, G>(y, x[0], x[1], x[2], x[3]);
-    }(), ...);
-  }(std::make_integer_sequence<int, P / 4>{});
-  const bool inverse_signs = signs.used && g.inverse;
-#pragma unroll
-  for (int a = 0; a < P; ++a) {
-    const int i = a * q + b;
-    float v = y[a] * g.scale;
-    if (inverse_signs && ((signs.w[i >> 5] >> (i & 31)) & 1u)) v = -v;
-    dst[i] = detail::Element<T>::from_float(v);
-  }
+  if (tid < kRowsColumnThreads)
+    rows_pass3<T, P, INV, 0, P / 2>(buf, dst, g, signs, q, hq, b);
+  else
+    rows_pass3<T, P, INV, P / 2, P - P / 2>(buf, dst, g, signs, q, hq, b);
 }
 
 // ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
@@ -516,40 +532,24 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
 // the shuffle pipe (one warp-instruction per SM clock) is what held the sub-chunk
 // design to 34% of the copy bandwidth on 16384-wide rows. CTAs of 256 threads (three
 // per SM with 64 KB rows) so that one CTA's loads overlap another's passes.
+// Many rows of 16-bit data (hadamard_pow2_stream_kernel): persistent CTAs that copy the
+// next row into a shared staging buffer with cp.async while they transform this one, so
+// that every CTA always has a row's loads in flight (the one-row-per-CTA kernel has loads
+// in flight only in its first pass: 78% of the copy kernel's bandwidth at 16384).
 template <int H>
 constexpr int pow2_threads() { return H == 32 ? 512 : (H * 32 < 256 ? H * 32 : 256); }
 
-template <typename T, int H>
-__global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
-                                                                                       const int stage_signs,
-                                                                                       const __grid_constant__ SignBits<H * 32> signs) {
-  allow_dependents_to_launch();
-  extern __shared__ float buf[];  // [H * 1024] values, then [H * 32] sign words
-  constexpr int kRows = H * 32;   // rows of 32 elements
-  constexpr int kThreads = pow2_threads<H>();
-  const int tid = int(threadIdx.x);
-  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
-  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
-  const bool vec = g.vec != 0;
-  const uint32_t* sign_words = signs.w;
-  if (stage_signs) {
-    uint32_t* staged = reinterpret_cast<uint32_t*>(buf + kRows * 32);
-    for (int i = tid; i < kRows; i += kThreads) staged[i] = signs.w[i];
-    sign_words = staged;
-    __syncthreads();
-  }
-  const bool forward_signs = signs.used && !g.inverse;
-  // Pass 1: row r = (hi, mid), bits 0-4.
-#pragma unroll
-  for (int r = tid; r < kRows; r += kThreads) {
-    float v[32];
-    load_run<T, 32>(src + r * 32, vec, v);
-    if (forward_signs) apply_signs(v, sign_words[r]);
-    butterflies(v);
-    store_line(buf, r, v);
-  }
-  __syncthreads();
-  // Pass 2: (hi, lo), bits 5-9 (mid). Row hi * 32 + mid has low bits mid & 7.
+// Pass 1 of a row, from registers: line r's 32 values (bits 0-4), forward signs, to buf.
+__device__ __forceinline__ void pow2_pass1_line(float* buf, int r, float (&v)[32], bool forward_signs,
+                                                const uint32_t* sign_words) {
+  if (forward_signs) apply_signs(v, sign_words[r]);
+  butterflies(v);
+  store_line(buf, r, v);
+}
+
+// Pass 2: (hi, lo), bits 5-9 (mid). Row hi * 32 + mid has low bits mid & 7.
+template <int H, int kThreads>
+__device__ __forceinline__ void pow2_pass2(float* buf, int tid) {
 #pragma unroll
   for (int t = tid; t < H * 32; t += kThreads) {
     const int hi = t >> 5, lo = t & 31;
@@ -564,10 +564,13 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
 #pragma unroll
     for (int mid = 0; mid < 32; ++mid) base[mid * 32 + off[mid & 7]] = v[mid];
   }
-  __syncthreads();
-  // Pass 3: (mid, lo) columns, the high bits; scale, inverse signs, store. Two
-  // neighbouring columns per thread of 16-bit data up to H = 16 (4-byte stores).
-  const bool inverse_signs = signs.used && g.inverse;
+}
+
+// Pass 3: (mid, lo) columns, the high bits; scale, inverse signs, store. Two
+// neighbouring columns per thread of 16-bit data up to H = 16 (4-byte stores).
+template <typename T, int H, int kThreads>
+__device__ __forceinline__ void pow2_pass3(const float* buf, T* dst, const ChunkGrid& g, bool vec, bool inverse_signs,
+                                           const uint32_t* sign_words, int tid) {
   constexpr int kCpt = sizeof(T) == 2 && H <= 16 ? 2 : 1;
 #pragma unroll
   for (int t = tid; t < 1024 / kCpt; t += kThreads) {
@@ -605,6 +608,105 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_p
         dst[i] = detail::Element<T>::from_float(v[0][h]);
       }
     }
+  }
+}
+
+// The sign words in shared memory at `staged` (stage_signs) or in the parameter bank.
+template <int Words, int kThreads>
+__device__ __forceinline__ const uint32_t* pow2_sign_words(const SignBits<Words>& signs, int stage_signs,
+                                                          uint32_t* staged, int tid) {
+  if (!stage_signs) return signs.w;
+  for (int i = tid; i < Words; i += kThreads) staged[i] = signs.w[i];
+  __syncthreads();
+  return staged;
+}
+
+template <typename T, int H>
+__global__ void __launch_bounds__(pow2_threads<H>(), H == 32 ? 1 : 3) hadamard_pow2_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                                       const int stage_signs,
+                                                                                       const __grid_constant__ SignBits<H * 32> signs) {
+  allow_dependents_to_launch();
+  extern __shared__ float buf[];  // [H * 1024] values, then [H * 32] sign words
+  constexpr int kRows = H * 32;   // rows of 32 elements
+  constexpr int kThreads = pow2_threads<H>();
+  const int tid = int(threadIdx.x);
+  const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
+  T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
+  const bool vec = g.vec != 0;
+  const uint32_t* sign_words =
+      pow2_sign_words<H * 32, kThreads>(signs, stage_signs, reinterpret_cast<uint32_t*>(buf + kRows * 32), tid);
+  const bool forward_signs = signs.used && !g.inverse;
+  // Pass 1: row r = (hi, mid), bits 0-4.
+#pragma unroll
+  for (int r = tid; r < kRows; r += kThreads) {
+    float v[32];
+    load_run<T, 32>(src + r * 32, vec, v);
+    pow2_pass1_line(buf, r, v, forward_signs, sign_words);
+  }
+  __syncthreads();
+  pow2_pass2<H, kThreads>(buf, tid);
+  __syncthreads();
+  pow2_pass3<T, H, kThreads>(buf, dst, g, vec, signs.used && g.inverse, sign_words, tid);
+}
+
+// Byte offset in the staging buffer of 16-byte piece i (0..3) of line r (64 bytes of
+// 16-bit data): the pieces XOR-swizzled by bits 1-2 of the line, so that the 8 lanes of
+// a 16-byte shared access phase (lines r..r+7, one piece each) hit 8 different bank
+// groups, and the cp.async stores of 8 consecutive pieces too.
+__device__ __forceinline__ int staged_piece(int r, int i) { return r * 64 + ((i ^ ((r >> 1) & 3)) << 4); }
+
+// Chunk c's 16-bit values into the staging buffer: piece j = t + k * kThreads (coalesced).
+template <typename T, int H, int kThreads>
+__device__ __forceinline__ void pow2_stage_chunk(unsigned char* staging, const T* src, int tid) {
+  constexpr int kPieces = H * 1024 * int(sizeof(T)) / 16;
+  const uint32_t base = detail::shared_address(staging);
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
+#pragma unroll
+  for (int j = tid; j < kPieces; j += kThreads) detail::cp_async16(base + uint32_t(staged_piece(j >> 2, j & 3)), s + j * 16);
+  detail::cp_async_commit();
+}
+
+// Persistent CTAs over chunks blockIdx.x, + gridDim.x, ...: 16-bit data, rows and
+// strides 16-byte aligned, input and output not overlapping.
+template <typename T, int H>
+__global__ void __launch_bounds__(pow2_threads<H>(), H >= 16 ? 2 : 3) hadamard_pow2_stream_kernel(const T* in, T* out, const ChunkGrid g,
+                                                                                              const int stage_signs,
+                                                                                              const __grid_constant__ SignBits<H * 32> signs) {
+  static_assert(sizeof(T) == 2 && H <= 16, "16-bit rows of 2048..16384");
+  allow_dependents_to_launch();
+  extern __shared__ float buf[];  // [H * 1024] fp32 values, [H * 1024] staged 16-bit values, [H * 32] sign words
+  constexpr int kRows = H * 32;
+  constexpr int kThreads = pow2_threads<H>();
+  unsigned char* staging = reinterpret_cast<unsigned char*>(buf + kRows * 32);
+  const int tid = int(threadIdx.x);
+  int64_t c = blockIdx.x;
+  if (c >= g.chunks) return;
+  pow2_stage_chunk<T, H, kThreads>(staging, in + chunk_offset(g, c, g.in_stride), tid);
+  const uint32_t* sign_words = pow2_sign_words<H * 32, kThreads>(
+      signs, stage_signs, reinterpret_cast<uint32_t*>(staging + kRows * 64), tid);
+  const bool forward_signs = signs.used && !g.inverse, inverse_signs = signs.used && g.inverse;
+  for (; c < g.chunks; c += gridDim.x) {
+    // This chunk's staged values are in (every thread's copies), and the previous
+    // chunk's pass 3 has finished reading buf.
+    detail::cp_async_wait_pending(0);
+    __syncthreads();
+#pragma unroll
+    for (int r = tid; r < kRows; r += kThreads) {
+      RunBits<T, 32> u;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) u.q[i] = *reinterpret_cast<const uint4*>(staging + staged_piece(r, i));
+      float v[32];
+#pragma unroll
+      for (int e = 0; e < 32; ++e) v[e] = detail::Element<T>::to_float(u.t[e]);
+      pow2_pass1_line(buf, r, v, forward_signs, sign_words);
+    }
+    __syncthreads();
+    // The staging buffer is free: the next chunk's loads fly during passes 2 and 3.
+    if (c + gridDim.x < g.chunks)
+      pow2_stage_chunk<T, H, kThreads>(staging, in + chunk_offset(g, c + gridDim.x, g.in_stride), tid);
+    pow2_pass2<H, kThreads>(buf, tid);
+    __syncthreads();
+    pow2_pass3<T, H, kThreads>(buf, out + chunk_offset(g, c, g.out_stride), g, true, inverse_signs, sign_words, tid);
   }
 }
 
@@ -669,18 +771,39 @@ void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
 }
 
 template <typename T>
-void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
+void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, bool overlapping,
+                        cudaStream_t stream) {
   const size_t value_bytes = size_t(r.size) * sizeof(float), sign_bytes = size_t(r.size / 32) * sizeof(uint32_t);
   const int stage_signs = !r.signs.empty() && value_bytes + sign_bytes <= kMaxSharedBytes ? 1 : 0;
   const size_t smem = value_bytes + (stage_signs ? sign_bytes : 0);
   KBIT_REQUIRE(g.chunks <= int64_t(0x7fffffff), "hadamard_rotate: too many chunks (", g.chunks, ")");
   auto go = [&]<int H>() {
+    constexpr int kThreads = pow2_threads<H>();
+    // More rows than fit on the GPU at once: the persistent kernel that stages the next
+    // row while it transforms this one (16-bit, aligned, not in place).
+    if constexpr (sizeof(T) == 2 && H <= 16) {
+      if (g.vec && !overlapping) {
+        auto kernel = hadamard_pow2_stream_kernel<T, H>;
+        const size_t stream_smem = smem + size_t(r.size) * sizeof(T);
+        if (stream_smem > 48 * 1024)
+          detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stream_smem)),
+                             "hadamard_rotate: shared memory limit");
+        int per_sm = 0;
+        detail::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, stream_smem),
+                           "hadamard_rotate: occupancy");
+        const int64_t resident = int64_t(std::max(per_sm, 1)) * detail::sm_count();
+        if (g.chunks > resident) {
+          kernel<<<unsigned(resident), unsigned(kThreads), stream_smem, stream>>>(in, out, g, stage_signs,
+                                                                                 sign_bits<H * 32>(r));
+          return;
+        }
+      }
+    }
     auto kernel = hadamard_pow2_kernel<T, H>;
     if (smem > 48 * 1024)
       detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                          "hadamard_rotate: shared memory limit");
-    kernel<<<unsigned(g.chunks), unsigned(pow2_threads<H>()), smem, stream>>>(in, out, g, stage_signs,
-                                                                             sign_bits<H * 32>(r));
+    kernel<<<unsigned(g.chunks), unsigned(kThreads), smem, stream>>>(in, out, g, stage_signs, sign_bits<H * 32>(r));
   };
   switch (r.size) {
     case 2048: go.template operator()<2>(); break;
@@ -805,7 +928,7 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
     if (warp_sized)
       launch_warp_kernel<T>(src, dst, g, r, stream);
     else if ((r.size & (r.size - 1)) == 0)
-      launch_pow2_kernel<T>(src, dst, g, r, stream);
+      launch_pow2_kernel<T>(src, dst, g, r, in_place, stream);
     else
       launch_cta_kernel<T>(src, dst, g, r, inverse, in_place, stream);
   });

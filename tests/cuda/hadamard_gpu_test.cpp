@@ -85,6 +85,16 @@ TEST(GpuHadamard, DecodeRowsMatchCpu) {
   check_rotation("row", 100, 28 * 256, seed, "many rows: ");
 }
 
+// More 16-bit power-of-two rows than the GPU holds CTAs at once: the persistent kernel
+// that stages the next row while it transforms this one (some CTAs take one row more
+// than others; f32 and in place take the one-row-per-CTA kernel).
+TEST(GpuHadamard, ManyPowerOfTwoRowsMatchCpu) {
+  KBIT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 2000;
+  check_rotation("row", 300, 16384, seed, "streamed rows: ");
+  check_rotation("row", 5000, 2048, seed, "streamed rows: ");
+}
+
 TEST(GpuHadamard, RejectsBadInput) {
   KBIT_SKIP_WITHOUT_GPU();
   const auto m = test::random_matrix(2, 28 * 4096, DType::f32, 1);
