@@ -394,19 +394,16 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
 // barriers): the same 3.37 us at one row, 3.99 us at 16 (cluster scheduling); a version
 // that mixed first on the tensor cores (mma.sync with H_p's signs on the 16-bit input,
 // ~half the instructions) measured 3.90 us: the time is latency, not issue (ncu: IPC 1.6
-// on the row's one SM), so the CTA has 512 threads (16 warps to hide it; 256 measured
-// 3.06-3.17 us).
+// on the row's one SM).
 // Three passes over the row in shared memory (fp32, [p * q / 32][32] with the float4
 // groups of each 32-float line XOR-swizzled by the line's low 3 bits, so that every pass
 // is free of bank conflicts): (1) lines of 32 contiguous elements from global memory,
 // forward signs, 5 butterfly stages; (2) the remaining log2(q / 32) stages of each run,
-// one (run, lane position) per thread; (3) column b by two threads (warps 0-7 and 8-15),
-// each computing half of the order-p mix of the p values a * q + b, in groups of 4 inputs
-// whose 8 signed sums are shared by the outputs (~140 FADDs per thread instead of
-// p^2 / 2 = 392), scale, inverse signs, straight to global memory. All loads precede the
-// first barrier: in place is safe.
-constexpr int kRowsThreads = 512;
-constexpr int kRowsColumnThreads = 256;  // threads per half of pass 3: columns b < 256
+// one (run, lane position) per thread; (3) one column b per thread: the order-p mix of
+// the p values a * q + b, computed in groups of 4 inputs whose 8 signed sums are shared
+// by all p outputs (~280 FADDs per column instead of p^2 = 784), scale, inverse signs,
+// straight to global memory. All loads precede the first barrier: in place is safe.
+constexpr int kRowsThreads = 256;
 constexpr int64_t kRowsKernelMaxRows = 64;  // measured at 1-16 rows; more go to the CTA kernel
 
 // Output a's share of group G (inputs 4G..4G+3 of the column) of H_P (H_P^T when INV):
@@ -427,13 +424,12 @@ __device__ __forceinline__ float mix_group_term(float acc, float p01, float m01,
     return s0 > 0 ? acc + combo : acc - combo;
 }
 
-// Outputs A0 .. A0 + NA - 1 of group G: y[j] holds output A0 + j.
-template <int P, bool INV, int A0, int NA, int G>
-__device__ __forceinline__ void mix_group(float (&y)[NA], float x0, float x1, float x2, float x3) {
+template <int P, bool INV, int G>
+__device__ __forceinline__ void mix_group(float (&y)[P], float x0, float x1, float x2, float x3) {
   const float p01 = x0 + x1, m01 = x0 - x1, p23 = x2 + x3, m23 = x2 - x3;
-  [&]<int... J>(std::integer_sequence<int, J...>) {
-    ((y[J] = mix_group_term<P, INV, G, A0 + J>(y[J], p01, m01, p23, m23)), ...);
-  }(std::make_integer_sequence<int, NA>{});
+  [&]<int... A>(std::integer_sequence<int, A...>) {
+    ((y[A] = mix_group_term<P, INV, G, A>(y[A], p01, m01, p23, m23)), ...);
+  }(std::make_integer_sequence<int, P>{});
 }
 
 // Pass 2 of the rows kernel: the stages of bits 5.. of each run (HQ = q / 32 values).
@@ -453,33 +449,6 @@ __device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
       const int r = a * HQ + hh;
       buf[r * 32 + swizzle(r & 7, lo)] = v[hh];
     }
-  }
-}
-
-// Pass 3 of the rows kernel for outputs A0 .. A0 + NA - 1 of column b.
-template <typename T, int P, bool INV, int A0, int NA>
-__device__ __forceinline__ void rows_pass3(const float* buf, T* dst, const ChunkGrid& g, const SignBits<P * 8>& signs,
-                                           int q, int hq, int b) {
-  const int lo = b & 31, hi = b >> 5;
-  float y[NA];
-  [&]<int... G>(std::integer_sequence<int, G...>) {
-    ((void)[&] {
-      float x[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = (4 * G + i) * hq + hi;
-        x[i] = buf[r * 32 + swizzle(r & 7, lo)];
-      }
-      mix_group<P, INV, A0, NA, G>(y, x[0], x[1], x[2], x[3]);
-    }(), ...);
-  }(std::make_integer_sequence<int, P / 4>{});
-  const bool inverse_signs = signs.used && g.inverse;
-#pragma unroll
-  for (int j = 0; j < NA; ++j) {
-    const int i = (A0 + j) * q + b;
-    float v = y[j] * g.scale;
-    if (inverse_signs && ((signs.w[i >> 5] >> (i & 31)) & 1u)) v = -v;
-    dst[i] = detail::Element<T>::from_float(v);
   }
 }
 
@@ -514,14 +483,30 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
     }
     __syncthreads();
   }
-  // Pass 3: column b; value a sits on line a * hq + (b >> 5) at position b & 31. The
-  // column's outputs are split by half of the CTA (warp-uniform: no divergence).
-  const int b = tid % kRowsColumnThreads;
+  // Pass 3: column b; value a sits on line a * hq + (b >> 5) at position b & 31.
+  const int b = tid;
   if (b >= q) return;
-  if (tid < kRowsColumnThreads)
-    rows_pass3<T, P, INV, 0, P / 2>(buf, dst, g, signs, q, hq, b);
-  else
-    rows_pass3<T, P, INV, P / 2, P - P / 2>(buf, dst, g, signs, q, hq, b);
+  const int lo = b & 31, hi = b >> 5;
+  float y[P];
+  [&]<int... G>(std::integer_sequence<int, G...>) {
+    ((void)[&] {
+      float x[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = (4 * G + i) * hq + hi;
+        x[i] = buf[r * 32 + swizzle(r & 7, lo)];
+      }
+      mix_group<P, INV, G>(y, x[0], x[1], x[2], x[3]);
+    }(), ...);
+  }(std::make_integer_sequence<int, P / 4>{});
+  const bool inverse_signs = signs.used && g.inverse;
+#pragma unroll
+  for (int a = 0; a < P; ++a) {
+    const int i = a * q + b;
+    float v = y[a] * g.scale;
+    if (inverse_signs && ((signs.w[i >> 5] >> (i & 31)) & 1u)) v = -v;
+    dst[i] = detail::Element<T>::from_float(v);
+  }
 }
 
 // ---- power-of-two rows from 2048 to 32768: [H][32][32] in three register passes ----
