@@ -433,36 +433,21 @@ __device__ __forceinline__ void mix_group(float (&y)[P], float x0, float x1, flo
 }
 
 // Pass 2 of the rows kernel: the stages of bits 5.. of each run (HQ = q / 32 values).
-// The P * 32 tasks' rounds are unrolled (a compile-time count) so that their shared
-// loads overlap instead of running one round's load-add-store chain after another.
-template <int P, int HQ>
-__device__ __forceinline__ void rows_pass2(float* buf, int tid) {
-  constexpr int kRounds = (P * 32 + kRowsThreads - 1) / kRowsThreads;
-  float v[kRounds][HQ];
-  // All loads first (a store of one round could alias a load of the next as far as the
-  // compiler knows), then the butterflies, then the stores.
+template <int HQ>
+__device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
+  for (int t = tid; t < P * 32; t += kRowsThreads) {
+    const int a = t >> 5, lo = t & 31;
+    float v[HQ];
 #pragma unroll
-  for (int round = 0; round < kRounds; ++round) {
-    const int t = tid + round * kRowsThreads, a = t >> 5, lo = t & 31;
-    if (t < P * 32) {
-#pragma unroll
-      for (int hh = 0; hh < HQ; ++hh) {
-        const int r = a * HQ + hh;
-        v[round][hh] = buf[r * 32 + swizzle(r & 7, lo)];
-      }
+    for (int hh = 0; hh < HQ; ++hh) {
+      const int r = a * HQ + hh;
+      v[hh] = buf[r * 32 + swizzle(r & 7, lo)];
     }
-  }
+    butterflies(v);
 #pragma unroll
-  for (int round = 0; round < kRounds; ++round) butterflies(v[round]);
-#pragma unroll
-  for (int round = 0; round < kRounds; ++round) {
-    const int t = tid + round * kRowsThreads, a = t >> 5, lo = t & 31;
-    if (t < P * 32) {
-#pragma unroll
-      for (int hh = 0; hh < HQ; ++hh) {
-        const int r = a * HQ + hh;
-        buf[r * 32 + swizzle(r & 7, lo)] = v[round][hh];
-      }
+    for (int hh = 0; hh < HQ; ++hh) {
+      const int r = a * HQ + hh;
+      buf[r * 32 + swizzle(r & 7, lo)] = v[hh];
     }
   }
 }
@@ -492,9 +477,9 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
   __syncthreads();
   if (hq > 1) {
     switch (hq) {
-      case 2: rows_pass2<P, 2>(buf, tid); break;
-      case 4: rows_pass2<P, 4>(buf, tid); break;
-      default: rows_pass2<P, 8>(buf, tid); break;
+      case 2: rows_pass2<2>(buf, P, tid); break;
+      case 4: rows_pass2<4>(buf, P, tid); break;
+      default: rows_pass2<8>(buf, P, tid); break;
     }
     __syncthreads();
   }
@@ -668,19 +653,15 @@ __device__ __forceinline__ void pow2_stage_chunk(unsigned char* staging, const T
 
 // Persistent CTAs over chunks blockIdx.x, + gridDim.x, ...: 16-bit data, rows and
 // strides 16-byte aligned, input and output not overlapping.
-// 512 threads at 16384 (two CTAs of 98 KB per SM: 32 warps to hide the passes' latency).
-template <int H>
-constexpr int pow2_stream_threads() { return H == 16 ? 512 : pow2_threads<H>(); }
-
 template <typename T, int H>
-__global__ void __launch_bounds__(pow2_stream_threads<H>(), H >= 16 ? 2 : 3) hadamard_pow2_stream_kernel(const T* in, T* out, const ChunkGrid g,
+__global__ void __launch_bounds__(pow2_threads<H>(), H >= 16 ? 2 : 3) hadamard_pow2_stream_kernel(const T* in, T* out, const ChunkGrid g,
                                                                                               const int stage_signs,
                                                                                               const __grid_constant__ SignBits<H * 32> signs) {
   static_assert(sizeof(T) == 2 && H <= 16, "16-bit rows of 2048..16384");
   allow_dependents_to_launch();
   extern __shared__ float buf[];  // [H * 1024] fp32 values, [H * 1024] staged 16-bit values, [H * 32] sign words
   constexpr int kRows = H * 32;
-  constexpr int kThreads = pow2_stream_threads<H>();
+  constexpr int kThreads = pow2_threads<H>();
   unsigned char* staging = reinterpret_cast<unsigned char*>(buf + kRows * 32);
   const int tid = int(threadIdx.x);
   int64_t c = blockIdx.x;
@@ -792,13 +773,12 @@ void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
         if (stream_smem > 48 * 1024)
           detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stream_smem)),
                              "hadamard_rotate: shared memory limit");
-        constexpr int kStreamThreads = pow2_stream_threads<H>();
         int per_sm = 0;
-        detail::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, stream_smem),
+        detail::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, stream_smem),
                            "hadamard_rotate: occupancy");
         const int64_t resident = int64_t(std::max(per_sm, 1)) * detail::sm_count();
         if (g.chunks > resident) {
-          kernel<<<unsigned(resident), unsigned(kStreamThreads), stream_smem, stream>>>(in, out, g, stage_signs,
+          kernel<<<unsigned(resident), unsigned(kThreads), stream_smem, stream>>>(in, out, g, stage_signs,
                                                                                  sign_bits<H * 32>(r));
           return;
         }
