@@ -2,7 +2,7 @@
 // per chunk of B elements (inverse: x = D H_B^T y / sqrt(B)), in place or out of
 // place (input and output may alias exactly), f32/f16/bf16, rows with a stride.
 //
-// Four kernels, all fp32 inside:
+// Four kernels (one with a persistent variant), all fp32 inside:
 // - warp kernel, B = 2^m in [16, 1024] (block mode and short rows): each lane holds
 //   E contiguous elements (E = 8, one 16-byte load of 16-bit data, up to B = 256;
 //   B/32 above), log2(E) butterfly stages in registers and the rest across the B/E
@@ -10,6 +10,8 @@
 //   No shared memory, no barrier; grid-stride over chunks.
 // - power-of-two kernel, B = 2048..32768 (rows): [B/1024][32][32], three register
 //   passes over the index bits with a bank-conflict-free swizzled fp32 buffer between.
+//   More 16-bit rows than fit on the GPU at once: the persistent variant, which copies
+//   the next row into a staging buffer with cp.async while it transforms this one.
 // - rows kernel, B = p * q with p in {12, 20, 28}, q = 32..256, up to 64 rows (decode):
 //   one CTA of 256 threads per row, three passes over the row in shared memory (lines
 //   of 32, the rest of each run's FWHT, the order-p mix per column in groups of 4).
@@ -20,10 +22,10 @@
 // All call griddepcontrol.launch_dependents first so that a following kernel launched
 // with programmatic dependent launch (kbit::linear) can start loading its weights
 // while x is rotated.
-// Measured (H200, 2026-11-30, commit 5608e72, bf16; BENCHMARKS.md): block:128 of 1-16
-// rows of 7168 1.5-1.6 us; row (28 x 256) 3.36 us (M = 1), 3.45 us (M = 16); 16384 x
-// 16384 block:64 88%, block:256 82%, row 79% of the copy kernel's bandwidth (commit
-// 482894b; evict-first loads and stores there measured 71%).
+// Measured (H200, 2026-11-30, commit 0c4b82a, bf16; BENCHMARKS.md): block:128 of 1-16
+// rows of 7168 1.46-1.58 us; row (28 x 256) 3.06 us (M = 1), 3.17 us (M = 16); 16384 x
+// 16384 block:64 88%, block:256 82%, row 80% (79.7-80.0% in three runs; 78% before the
+// persistent kernel) of the copy kernel's bandwidth.
 #include <algorithm>
 #include <cmath>
 #include <utility>
