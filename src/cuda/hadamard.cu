@@ -708,6 +708,14 @@ SignBits<Words> sign_bits(const Rotation& r) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Kernels asking for more than the default 48 KB of dynamic shared memory must opt in.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+                       "hadamard_rotate: shared memory limit");
+}
+
 template <typename T>
 void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, cudaStream_t stream) {
   const SignBits<32> signs = sign_bits<32>(r);
@@ -772,9 +780,7 @@ void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
       if (g.vec && !overlapping) {
         auto kernel = hadamard_pow2_stream_kernel<T, H>;
         const size_t stream_smem = smem + size_t(r.size) * sizeof(T);
-        if (stream_smem > 48 * 1024)
-          detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stream_smem)),
-                             "hadamard_rotate: shared memory limit");
+        allow_shared_memory(kernel, stream_smem);
         int per_sm = 0;
         detail::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, stream_smem),
                            "hadamard_rotate: occupancy");
@@ -787,9 +793,7 @@ void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
       }
     }
     auto kernel = hadamard_pow2_kernel<T, H>;
-    if (smem > 48 * 1024)
-      detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                         "hadamard_rotate: shared memory limit");
+    allow_shared_memory(kernel, smem);
     kernel<<<unsigned(g.chunks), unsigned(kThreads), smem, stream>>>(in, out, g, stage_signs, sign_bits<H * 32>(r));
   };
   switch (r.size) {
@@ -839,9 +843,7 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
     constexpr int kQ1 = E == 1 ? 4 : (E == 8 ? 256 : (E == 16 ? 512 : 1024));
     constexpr int kWords = (P * kQ1 * H + 31) / 32;
     auto launch = [&](auto kernel) {
-      if (smem > 48 * 1024)
-        detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                           "hadamard_rotate: shared memory limit");
+      allow_shared_memory(kernel, smem);
       kernel<<<unsigned(g.chunks * parts), unsigned(threads), smem, stream>>>(in, out, g, lpc, parts, stage_signs,
                                                                                sign_bits<kWords>(r));
     };
