@@ -118,7 +118,16 @@ void add_tune_command(CLI::App& app) {
       ->delimiter(',');
   tune->add_option("--m", a->o.ms, "tokens per call")->delimiter(',')->capture_default_str();
   tune->add_option("--bits", a->o.bits, "bit widths")->delimiter(',')->capture_default_str();
-  tune->add_option("--repeats", a->o.repeats, "timed samples per candidate")->capture_default_str();
+  tune->add_option("--repeats", a->o.repeats, "timed samples per finalist (every candidate with --finalists 0)")
+      ->capture_default_str();
+  tune->add_option("--finalists", a->o.finalists,
+                   "candidates timed in full after a one-sample screen of all (0: all in full)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  tune->add_option("--finalist-margin", a->o.finalist_margin,
+                   "screened candidates beyond the 2 fastest stay finalists while within this fraction of the fastest")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
   tune->add_option("--out", a->out, "table to merge into and write (rebuild to compile it in)")->capture_default_str();
   add_tune_skinny(tune);
   tune->final_callback([tune, a] {
