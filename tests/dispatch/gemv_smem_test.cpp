@@ -30,6 +30,15 @@ TEST(GemvSmem, RegionsAreApartAlignedAndInside) {
                                             << " experts=" << experts);
             EXPECT_TRUE(lut.end <= xs.begin || xs.end <= lut.begin);
             EXPECT_LE(std::max(lut.end, xs.end), s.total);
+            if (s.local >= 0) {  // the local pieces, where they fit
+              const Region local{s.local, s.local + gemv_local_bytes()};
+              EXPECT_TRUE(local.end <= xs.begin || xs.end <= local.begin);
+              EXPECT_TRUE(local.end <= lut.begin || lut.end <= local.begin);
+              EXPECT_LE(local.end, s.total);
+              EXPECT_EQ(s.local % 16, 0);
+            } else {
+              EXPECT_EQ(s.local, -1);
+            }
             EXPECT_GE(s.x_scales, x_end);
             EXPECT_GE(s.tile_table, s.x_scales + rows * supertiles * 4);
             EXPECT_EQ(s.x % 16, 0);
@@ -46,6 +55,7 @@ TEST(GemvSmem, DecodeShapesFitInOneCta) {
       SCOPED_TRACE(testing::Message() << "k=" << bits << " M=" << m);
       const int64_t total = gemv_smem_map(bits, m, 12288, 1024).total;
       if (bits <= 4 || m <= 3) EXPECT_LE(total, kGemvMaxSmem);
+      if (bits <= 4) EXPECT_GE(gemv_smem_map(bits, m, 12288, 1024).local, 0);  // room for the local pieces
       EXPECT_LE(gemv_smem_map(bits, m, 5120, 1024).total, kGemvMaxSmem);
     }
 }

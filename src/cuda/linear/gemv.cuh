@@ -21,7 +21,11 @@
 // contiguous ranges, one per warp, so every warp streams the same number of bytes
 // with D units of loads in flight, across stripe boundaries. A stripe covered by
 // one warp is written directly; a stripe split between warps is summed by the last
-// warp to arrive (a counter), in warp order: bit-identical run to run.
+// warp to arrive (a counter), in warp order: bit-identical run to run. When all the
+// stripe's warps are in one CTA (75-93% of the warps on glm47's large projections at
+// M = 1) the pieces meet in shared memory instead of the workspace (a global fence and
+// atomic, ~1.2 us at the end of a warp's range): a shared counter picks the last warp,
+// an mbarrier that every lane arrives on orders the pieces before its sum.
 // Launch: one CTA of 16 warps per SM (the tables and x take 64-228 KB of shared
 // memory); grid of min(SMs, units / 32) CTAs, whole stripes per warp when splitting
 // would gain less than 2x.
@@ -39,13 +43,19 @@
 // Latest (commit b6a9259, 2026-11-30): glm47 q k = 4 14.95 us (2.35x cuBLAS bf16), k = 2
 // 14.31; with PDL launches chained on one stream (trigger at entry) 13.42 and 12.79. An L2
 // bulk prefetch of each warp's next weights while x is staged made it 1-12% slower (42d0878).
+// Shared-memory meeting of split stripes (2026-11-30, A/B in one run against the workspace
+// path, KBIT_GEMV_GLOBAL_PIECES=1): glm47 q k = 2 13.38 us (14.49), k = 4 14.06 (15.17);
+// o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..8.
+// A CTA barrier at the end of the ranges instead (first warp sums) gained only on q (5%).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <unordered_map>
 
+#include "../bulk_copy.cuh"
 #include "../common.cuh"
 #include "fused_linear.cuh"
 #include "gemv_args.h"
@@ -56,7 +66,7 @@ namespace kbit::cuda::detail {
 // Per launch: where the regions are, how many warps have units (grouped: computed on
 // the device) and how many rows of x a CTA stages.
 struct GemvLaunch {
-  int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0;
+  int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0, local_off = -1;
   int active_warps = 0;
   int x_rows = 1;
 };
@@ -223,6 +233,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // split-stripe sum at the end of the kernel.
   const int uq = int(U) / max(active_warps, 1), ur = int(U) - uq * active_warps;
   auto range_start = [&](int w) { return w * uq + min(w, ur); };
+  // The warp whose range holds unit u (two 32-bit divisions at most, per split stripe).
+  auto owner = [&](int u) {
+    const int big = ur * (uq + 1);  // the units of the first ur warps
+    return u < big ? u / (uq + 1) : ur + (u - big) / uq;
+  };
   const int u0 = active ? range_start(wg) : 0;
   const int u1 = active ? range_start(wg + 1) : 0;
 
@@ -314,6 +329,21 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // fp16 times 2^e, e chosen from the run's absmax so that |x| * 2^e < 512.
   // GROUPED: only the rows of the tiles this CTA's units span (launch.x_rows at most,
   // rows past args.M are zeros), from row_base on.
+  const bool has_local = launch.local_off >= 0;
+  float* const local_pieces = reinterpret_cast<float*>(smem + (has_local ? launch.local_off : 0));
+  // Per warp w of the CTA, for the split stripe that starts in w's range (its last one) when
+  // all its warps are in this CTA: an arrival counter (picks the warp that sums) and an
+  // mbarrier that all the stripe's lanes arrive on (orders the pieces before the sum).
+  unsigned* const local_counters = reinterpret_cast<unsigned*>(local_pieces + kGemvLocalPieceFloats);
+  const uint32_t local_bars = sbase + uint32_t(has_local ? launch.local_off : 0) +
+                              uint32_t(kGemvLocalPieceFloats * 4 + kGemvWarps * 4);
+  if (has_local && active && lane == 0) {
+    local_counters[warp] = 0;
+    const int s0 = (u1 - 1) / int(S) * int(S);
+    const int first = owner(s0), last = owner(s0 + int(S) - 1);
+    if (first == wg && last != wg && first / kGemvWarps == last / kGemvWarps)
+      mbarrier_init(local_bars + uint32_t(warp) * 8, uint32_t(32 * (last - first + 1)));
+  }  // used after the staging barrier
   const int64_t kpad = S * 128;
   int row_base = 0;
   if constexpr (GROUPED) {
@@ -384,11 +414,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const T* bias = static_cast<const T*>(args.bias);
   const T* res = static_cast<const T*>(args.residual);
   T* y = static_cast<T*>(args.y);
-  // The warp whose range holds unit u (two 32-bit divisions at most, per split stripe).
-  auto owner = [&](int u) {
-    const int big = ur * (uq + 1);  // the units of the first ur warps
-    return u < big ? u / (uq + 1) : ur + (u - big) / uq;
-  };
   // The compute cursor's tile: its first row, end row and row in the staged x.
   int tile_m0 = 0, tile_m_end = args.M, tile_xrow = 0, tile_seg0 = 0;
   auto enter_tile = [&](int tile) {
@@ -398,6 +423,23 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       tile_m_end = args.expert_offsets[e + 1];
       tile_xrow = tile_m0 - row_base;
       tile_seg0 = tile * args.stripes;
+    }
+  };
+  // y for lane c's token, rows 16 * stripe + g and + 8: scale, bias, residual.
+  auto store = [&](int stripe, float v0, float v1) {
+    const int64_t token = int64_t(tile_m0) + c;
+    if (c < M && token < tile_m_end) {
+      const float sc = tensor_scale * args.out_factor;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = int64_t(stripe) * 16 + g + 8 * h;
+        if (row < args.N) {
+          float v = (h ? v1 : v0) * sc;
+          if (bias) v += Element<T>::to_float(bias[row]);
+          if (res) v += Element<T>::to_float(res[token * args.ldr + row]);
+          y[token * args.ldy + row] = Element<T>::from_float(v);
+        }
+      }
     }
   };
   auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[M][2]) {
@@ -415,50 +457,60 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int t = 0; t < M; ++t)
       if (t == c) v0 = acc[t][0], v1 = acc[t][1];
     if (pu0 != stripe_seg * int(S) || pu1 != (stripe_seg + 1) * int(S)) {
-      const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
-      float* piece = args.pieces + slot * 16 * M;
-      if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
-      __threadfence();
-      __syncwarp();
-      unsigned arrived = 0;
-      if (lane == 0) arrived = atomicAdd(args.counters + stripe_seg, 1u);
-      arrived = __shfl_sync(0xffffffffu, arrived, 0);
       const int first = owner(stripe_seg * int(S)), last = owner(stripe_seg * int(S) + int(S) - 1);
-      if (arrived != unsigned(last - first)) return;
-      __threadfence();
-      v0 = 0.0f, v1 = 0.0f;
-      if (c < M)
-        for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
-          float p0[8], p1[8];
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const int w = w0 + i;
-            p0[i] = p1[i] = 0.0f;
-            if (w <= last) {
-              const int wu0 = range_start(w);
-              const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * int(S) ? 0 : 1)) * 16 * M;
-              p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
-            }
+      if (has_local && first / kGemvWarps == last / kGemvWarps) {
+        // Every piece of the stripe is in this CTA: the pieces meet in shared memory (a
+        // shared atomic and an mbarrier instead of ~1.2 us of global fence, atomic and
+        // loads), summed by the last warp to arrive in warp order as below.
+        float* piece = local_pieces + (2 * warp + (pu0 == u0 ? 0 : 1)) * 16 * M;
+        if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
+        const int base = (first / kGemvWarps) * kGemvWarps;
+        const uint32_t bar = local_bars + uint32_t(first - base) * 8;
+        mbarrier_arrive(bar);  // release: this lane's piece values
+        __syncwarp();
+        unsigned arrived = 0;
+        if (lane == 0) arrived = atomicAdd(local_counters + (first - base), 1u);
+        arrived = __shfl_sync(0xffffffffu, arrived, 0);
+        if (arrived != unsigned(last - first)) return;
+        mbarrier_wait(bar, 0);  // acquire: every lane of every warp has arrived (at once, in practice)
+        v0 = 0.0f, v1 = 0.0f;
+        if (c < M)
+          for (int w = first; w <= last; ++w) {
+            const float* p = local_pieces + (2 * (w - base) + (range_start(w) >= stripe_seg * int(S) ? 0 : 1)) * 16 * M;
+            v0 += p[g * M + c], v1 += p[(g + 8) * M + c];
           }
+      } else {
+        const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
+        float* piece = args.pieces + slot * 16 * M;
+        if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
+        __threadfence();
+        __syncwarp();
+        unsigned arrived = 0;
+        if (lane == 0) arrived = atomicAdd(args.counters + stripe_seg, 1u);
+        arrived = __shfl_sync(0xffffffffu, arrived, 0);
+        if (arrived != unsigned(last - first)) return;
+        __threadfence();
+        v0 = 0.0f, v1 = 0.0f;
+        if (c < M)
+          for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
+            float p0[8], p1[8];
 #pragma unroll
-          for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
-        }
-      if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
-    }
-    const int64_t token = int64_t(tile_m0) + c;
-    if (c < M && token < tile_m_end) {
-      const float sc = tensor_scale * args.out_factor;
+            for (int i = 0; i < 8; ++i) {
+              const int w = w0 + i;
+              p0[i] = p1[i] = 0.0f;
+              if (w <= last) {
+                const int wu0 = range_start(w);
+                const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * int(S) ? 0 : 1)) * 16 * M;
+                p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
+              }
+            }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = int64_t(stripe) * 16 + g + 8 * h;
-        if (row < args.N) {
-          float v = (h ? v1 : v0) * sc;
-          if (bias) v += Element<T>::to_float(bias[row]);
-          if (res) v += Element<T>::to_float(res[token * args.ldr + row]);
-          y[token * args.ldy + row] = Element<T>::from_float(v);
-        }
+            for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
+          }
+        if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
       }
     }
+    store(stripe, v0, v1);
   };
 
   float acc[M][2];
@@ -524,12 +576,23 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
 }
 
+// KBIT_GEMV_GLOBAL_PIECES=1: every split stripe meets in the workspace, as before the
+// shared-memory meeting (for A/B runs of the two in one binary).
+inline bool gemv_global_pieces_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("KBIT_GEMV_GLOBAL_PIECES");
+    return v && *v && *v != '0';
+  }();
+  return forced;
+}
+
 template <int KB, typename T, int M, bool GROUPED>
 void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launch, int64_t ctas, cudaStream_t stream) {
   auto kernel = gemv_kernel<KB, T, M, GROUPED>;
   const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
   launch.tile_table_off = int(map.tile_table);
+  launch.local_off = gemv_global_pieces_forced() ? -1 : int(map.local);
   if (a.pdl) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = size_t(map.total), cfg.stream = stream;

@@ -5,14 +5,22 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gemv_args.h"
+
 namespace kbit::cuda::detail {
 
 // Dynamic shared memory map of one CTA (offsets from the dynamic base): the pair
-// table, x (M rows of supertiles * 128 fp16 values) and x's power-of-two scales
-// ([M][supertiles] floats, 2^-e).
+// table, x (M rows of supertiles * 128 fp16 values), x's power-of-two scales
+// ([M][supertiles] floats, 2^-e), the grouped tile table, and the local pieces.
 struct GemvSmem {
-  int64_t lut = 0, x = 0, x_scales = 0, tile_table = 0, total = 0;
+  int64_t lut = 0, x = 0, x_scales = 0, tile_table = 0, local = 0, total = 0;  // local -1: none
 };
+
+// Split stripes whose warps are all in one CTA meet in shared memory: a head and a tail
+// piece slot per warp ([2 * kGemvWarps][16][kGemvMaxM] floats), then per warp an arrival
+// counter (4 bytes) and an mbarrier (8 bytes), for the split stripe its range starts.
+constexpr int64_t kGemvLocalPieceFloats = 2 * kGemvWarps * 16 * kGemvMaxM;
+constexpr int64_t gemv_local_bytes() { return kGemvLocalPieceFloats * 4 + kGemvWarps * (4 + 8); }
 
 // Lookup tables, all replicated per lane so that lookups never conflict on a bank:
 // k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes; k = 3, 4: 256 pair-code bytes
@@ -33,15 +41,29 @@ inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_b
   const int64_t supertiles = (k + 127) / 128;
   const int64_t x_bytes = x_rows * supertiles * 128 * 2, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
   const int64_t table_bytes = experts ? (experts + 1 + 3) / 4 * 16 : 0;
-  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes;
-  if (gemv_prmt_table(bits)) {  // the table on the first 64 KB boundary of the window; x before it if it fits
+  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes, local_bytes = gemv_local_bytes();
+  if (gemv_prmt_table(bits)) {
+    // The table on the first 64 KB boundary of the window; x, then the local pieces, before
+    // it where they fit (the local pieces alone when x does not), else after it.
     s.lut = (dyn_base + 65535) / 65536 * 65536 - dyn_base;
-    s.x = xs_bytes <= s.lut ? 0 : s.lut + 65536;
-    s.total = std::max(s.lut + 65536, s.x + xs_bytes);
+    const int64_t after = s.lut + 65536;
+    s.x = xs_bytes <= s.lut ? 0 : after;
+    if (s.x == 0) {
+      s.local = xs_bytes + local_bytes <= s.lut ? xs_bytes : after;
+    } else {
+      s.local = local_bytes <= s.lut ? 0 : after + xs_bytes;
+    }
+    s.total = std::max({after, s.x + xs_bytes, s.local + local_bytes});
   } else {
     s.lut = 0;
     s.x = gemv_lut_bytes(bits);
-    s.total = s.x + xs_bytes;
+    s.local = s.x + xs_bytes;
+    s.total = s.local + local_bytes;
+  }
+  // No room (k = 5 with long rows of x): every split stripe takes the global path.
+  if (s.local + local_bytes > kGemvMaxSmem) {
+    s.local = -1;
+    s.total = gemv_prmt_table(bits) ? std::max(s.lut + 65536, s.x + xs_bytes) : s.x + xs_bytes;
   }
   s.x_scales = s.x + x_bytes;
   s.tile_table = s.x_scales + scale_bytes;
