@@ -95,6 +95,12 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   constexpr int kPhases = 7;
   std::vector<std::vector<double>> med(kPhases), p90(kPhases), mx(kPhases);
   std::vector<double> per_unit, kernel_us;
+  // Per CTA (its warps share one SM): when its last warp exits, how far that is behind its
+  // median warp (what balancing inside the CTA could remove), and when x was staged.
+  constexpr int kCtaStats = 6;
+  const char* cta_names[] = {"CTA last exit", "CTA median exit", "CTA tail", "CTA x staged", "CTA loop", "CTA units"};
+  std::vector<std::vector<double>> cta_med(kCtaStats), cta_p90(kCtaStats), cta_last(kCtaStats);
+  std::vector<double> balanced_end;
   std::vector<unsigned long long> host(slots);
   for (int it = 0; it < o.iterations; ++it) {
     check_cuda(cudaMemset(flush.data(), it, flush.size()), "gemv-probe: flush");
@@ -125,6 +131,34 @@ void run_gemv_probe(const GemvProbeOptions& o) {
         per_unit.push_back(double(s[cuda::detail::kProbeLastUnit] - s[cuda::detail::kProbeXStaged]) * 1e-3 /
                            double(s[cuda::detail::kProbeUnits]));
     }
+    {
+      std::vector<std::vector<double>> cta(kCtaStats);
+      double latest = -1.0;
+      std::vector<double> latest_row(kCtaStats);
+      const int64_t per_cta = cuda::detail::kGemvWarps;
+      for (int64_t c0 = 0; c0 < warps; c0 += per_cta) {
+        std::vector<double> exits;
+        double staged = 0.0, units = 0.0;
+        for (int64_t wi = c0; wi < std::min(warps, c0 + per_cta); ++wi) {
+          const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
+          if (!s[cuda::detail::kProbeEntry] || !s[cuda::detail::kProbeUnits] || !s[cuda::detail::kProbeExit]) continue;
+          exits.push_back(double(s[cuda::detail::kProbeExit] - t0) * 1e-3);
+          staged = std::max(staged, double(s[cuda::detail::kProbeXStaged] - t0) * 1e-3);
+          units += double(s[cuda::detail::kProbeUnits]);
+        }
+        if (exits.empty()) continue;
+        const double last = quantile(exits, 1.0), median = quantile(exits, 0.5);
+        const double row[kCtaStats] = {last, median, last - median, staged, last - staged, units};
+        for (int i = 0; i < kCtaStats; ++i) cta[size_t(i)].push_back(row[i]);
+        if (last > latest) latest = last, latest_row.assign(row, row + kCtaStats);
+      }
+      for (int i = 0; i < kCtaStats && latest >= 0.0; ++i) {
+        cta_med[size_t(i)].push_back(quantile(cta[size_t(i)], 0.5));
+        cta_p90[size_t(i)].push_back(quantile(cta[size_t(i)], 0.9));
+        cta_last[size_t(i)].push_back(latest_row[size_t(i)]);
+      }
+      if (latest >= 0.0) balanced_end.push_back(quantile(cta[1], 1.0));
+    }
     for (int ph = 0; ph < kPhases; ++ph) {
       med[size_t(ph)].push_back(quantile(at[size_t(ph)], 0.5));
       p90[size_t(ph)].push_back(quantile(at[size_t(ph)], 0.9));
@@ -143,6 +177,14 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   std::printf("\nfirst entry to last exit: %.2f us (%.2f TB/s over the packed weights)\n", span, bytes / (span * 1e6));
   std::printf("per unit (x staged to last unit, per warp): median %.3f us, p90 %.3f us\n", quantile(per_unit, 0.5),
               quantile(per_unit, 0.9));
+  if (!balanced_end.empty()) {
+    std::printf("\n%-16s %10s %10s %16s   (us; tail = last - median warp exit; loop = last exit - x staged)\n",
+                "per CTA", "median", "p90", "CTA ending last");
+    for (int i = 0; i < kCtaStats; ++i)
+      std::printf("%-16s %10.2f %10.2f %16.2f\n", cta_names[i], quantile(cta_med[size_t(i)], 0.5),
+                  quantile(cta_p90[size_t(i)], 0.5), quantile(cta_last[size_t(i)], 0.5));
+    std::printf("latest CTA median exit (every CTA balanced inside): %.2f us\n", quantile(balanced_end, 0.5));
+  }
 }
 
 }  // namespace kbit::bench
