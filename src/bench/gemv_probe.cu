@@ -101,6 +101,10 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   const char* cta_names[] = {"CTA last exit", "CTA median exit", "CTA tail", "CTA x staged", "CTA loop", "CTA units"};
   std::vector<std::vector<double>> cta_med(kCtaStats), cta_p90(kCtaStats), cta_last(kCtaStats);
   std::vector<double> balanced_end;
+  // Per warp index in the CTA: exit relative to its CTA's median warp, and how often it is
+  // the CTA's last (is the slow warp always the same one, e.g. by scheduler priority?).
+  std::vector<std::vector<double>> by_index(cuda::detail::kGemvWarps);
+  std::vector<int> last_count(cuda::detail::kGemvWarps, 0);
   std::vector<unsigned long long> host(slots);
   for (int it = 0; it < o.iterations; ++it) {
     check_cuda(cudaMemset(flush.data(), it, flush.size()), "gemv-probe: flush");
@@ -148,6 +152,15 @@ void run_gemv_probe(const GemvProbeOptions& o) {
         }
         if (exits.empty()) continue;
         const double last = quantile(exits, 1.0), median = quantile(exits, 0.5);
+        int last_index = -1;
+        for (int64_t wi = c0; wi < std::min(warps, c0 + per_cta); ++wi) {
+          const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
+          if (!s[cuda::detail::kProbeEntry] || !s[cuda::detail::kProbeUnits] || !s[cuda::detail::kProbeExit]) continue;
+          const double exit = double(s[cuda::detail::kProbeExit] - t0) * 1e-3;
+          by_index[size_t(wi - c0)].push_back(exit - median);
+          if (exit == last && last_index < 0) last_index = int(wi - c0);
+        }
+        if (last_index >= 0) ++last_count[size_t(last_index)];
         const double row[kCtaStats] = {last, median, last - median, staged, last - staged, units};
         for (int i = 0; i < kCtaStats; ++i) cta[size_t(i)].push_back(row[i]);
         if (last > latest) latest = last, latest_row.assign(row, row + kCtaStats);
@@ -185,6 +198,17 @@ void run_gemv_probe(const GemvProbeOptions& o) {
                   quantile(cta_p90[size_t(i)], 0.5), quantile(cta_last[size_t(i)], 0.5));
     std::printf("latest CTA median exit (every CTA balanced inside): %.2f us\n", quantile(balanced_end, 0.5));
   }
+  std::printf("\nwarp index in the CTA:     ");
+  for (int w = 0; w < cuda::detail::kGemvWarps; ++w) std::printf(" %5d", w);
+  std::printf("\nexit - CTA median (us):    ");
+  for (int w = 0; w < cuda::detail::kGemvWarps; ++w)
+    std::printf(" %5.2f", by_index[size_t(w)].empty() ? 0.0 : quantile(by_index[size_t(w)], 0.5));
+  std::printf("\np90 of that (us):          ");
+  for (int w = 0; w < cuda::detail::kGemvWarps; ++w)
+    std::printf(" %5.2f", by_index[size_t(w)].empty() ? 0.0 : quantile(by_index[size_t(w)], 0.9));
+  std::printf("\nCTA's last warp (count):   ");
+  for (int w = 0; w < cuda::detail::kGemvWarps; ++w) std::printf(" %5d", last_count[size_t(w)]);
+  std::printf("\n");
 }
 
 }  // namespace kbit::bench
