@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "bench/inputs.h"
@@ -95,14 +96,12 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   constexpr int kPhases = 7;
   std::vector<std::vector<double>> med(kPhases), p90(kPhases), mx(kPhases);
   std::vector<double> per_unit, kernel_us;
-  // Per CTA (its warps share one SM): when its last warp exits, how far that is behind its
-  // median warp (what balancing inside the CTA could remove), and when x was staged.
+  // Per CTA, medians over the calls of each call's median, p90 and CTA-ending-last figure.
   constexpr int kCtaStats = 6;
   const char* cta_names[] = {"CTA last exit", "CTA median exit", "CTA tail", "CTA x staged", "CTA loop", "CTA units"};
   std::vector<std::vector<double>> cta_med(kCtaStats), cta_p90(kCtaStats), cta_last(kCtaStats);
   std::vector<double> balanced_end;
-  // Per warp index in the CTA: exit relative to its CTA's median warp, and how often it is
-  // the CTA's last (is the slow warp always the same one, e.g. by scheduler priority?).
+  // Per warp index in the CTA, over all calls (is the slow warp always the same one?).
   std::vector<std::vector<double>> by_index(cuda::detail::kGemvWarps);
   std::vector<int> last_count(cuda::detail::kGemvWarps, 0);
   std::vector<unsigned long long> host(slots);
@@ -135,42 +134,21 @@ void run_gemv_probe(const GemvProbeOptions& o) {
         per_unit.push_back(double(s[cuda::detail::kProbeLastUnit] - s[cuda::detail::kProbeXStaged]) * 1e-3 /
                            double(s[cuda::detail::kProbeUnits]));
     }
-    {
-      std::vector<std::vector<double>> cta(kCtaStats);
-      double latest = -1.0;
-      std::vector<double> latest_row(kCtaStats);
-      const int64_t per_cta = cuda::detail::kGemvWarps;
-      for (int64_t c0 = 0; c0 < warps; c0 += per_cta) {
-        std::vector<double> exits;
-        double staged = 0.0, units = 0.0;
-        for (int64_t wi = c0; wi < std::min(warps, c0 + per_cta); ++wi) {
-          const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
-          if (!s[cuda::detail::kProbeEntry] || !s[cuda::detail::kProbeUnits] || !s[cuda::detail::kProbeExit]) continue;
-          exits.push_back(double(s[cuda::detail::kProbeExit] - t0) * 1e-3);
-          staged = std::max(staged, double(s[cuda::detail::kProbeXStaged] - t0) * 1e-3);
-          units += double(s[cuda::detail::kProbeUnits]);
-        }
-        if (exits.empty()) continue;
-        const double last = quantile(exits, 1.0), median = quantile(exits, 0.5);
-        int last_index = -1;
-        for (int64_t wi = c0; wi < std::min(warps, c0 + per_cta); ++wi) {
-          const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
-          if (!s[cuda::detail::kProbeEntry] || !s[cuda::detail::kProbeUnits] || !s[cuda::detail::kProbeExit]) continue;
-          const double exit = double(s[cuda::detail::kProbeExit] - t0) * 1e-3;
-          by_index[size_t(wi - c0)].push_back(exit - median);
-          if (exit == last && last_index < 0) last_index = int(wi - c0);
-        }
-        if (last_index >= 0) ++last_count[size_t(last_index)];
-        const double row[kCtaStats] = {last, median, last - median, staged, last - staged, units};
-        for (int i = 0; i < kCtaStats; ++i) cta[size_t(i)].push_back(row[i]);
-        if (last > latest) latest = last, latest_row.assign(row, row + kCtaStats);
+    const GemvCtaSummary cs = summarize_gemv_ctas(host.data(), warps, t0);
+    if (cs.latest >= 0) {
+      const std::vector<double>* cta[kCtaStats] = {&cs.last_exit, &cs.median_exit, &cs.tail,
+                                                   &cs.x_staged,  &cs.loop,        &cs.units};
+      for (int i = 0; i < kCtaStats; ++i) {
+        cta_med[size_t(i)].push_back(quantile(*cta[i], 0.5));
+        cta_p90[size_t(i)].push_back(quantile(*cta[i], 0.9));
+        cta_last[size_t(i)].push_back((*cta[i])[size_t(cs.latest)]);
       }
-      for (int i = 0; i < kCtaStats && latest >= 0.0; ++i) {
-        cta_med[size_t(i)].push_back(quantile(cta[size_t(i)], 0.5));
-        cta_p90[size_t(i)].push_back(quantile(cta[size_t(i)], 0.9));
-        cta_last[size_t(i)].push_back(latest_row[size_t(i)]);
+      balanced_end.push_back(quantile(cs.median_exit, 1.0));
+      for (int w = 0; w < cuda::detail::kGemvWarps; ++w) {
+        by_index[size_t(w)].insert(by_index[size_t(w)].end(), cs.exit_vs_median[size_t(w)].begin(),
+                                   cs.exit_vs_median[size_t(w)].end());
+        last_count[size_t(w)] += cs.last_count[size_t(w)];
       }
-      if (latest >= 0.0) balanced_end.push_back(quantile(cta[1], 1.0));
     }
     for (int ph = 0; ph < kPhases; ++ph) {
       med[size_t(ph)].push_back(quantile(at[size_t(ph)], 0.5));
@@ -209,6 +187,39 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   std::printf("\nCTA's last warp (count):   ");
   for (int w = 0; w < cuda::detail::kGemvWarps; ++w) std::printf(" %5d", last_count[size_t(w)]);
   std::printf("\n");
+}
+
+GemvCtaSummary summarize_gemv_ctas(const unsigned long long* stamps, int64_t warps, unsigned long long t0) {
+  namespace d = cuda::detail;
+  GemvCtaSummary out;
+  out.exit_vs_median.resize(d::kGemvWarps);
+  out.last_count.assign(d::kGemvWarps, 0);
+  auto us = [&](unsigned long long t) { return double(t - t0) * 1e-3; };
+  for (int64_t c0 = 0; c0 < warps; c0 += d::kGemvWarps) {
+    std::vector<std::pair<int, double>> exits;  // (warp index in the CTA, exit)
+    double staged = 0.0, units = 0.0;
+    for (int64_t wi = c0; wi < std::min(warps, c0 + d::kGemvWarps); ++wi) {
+      const unsigned long long* s = stamps + wi * d::kGemvProbeSlots;
+      if (!s[d::kProbeEntry] || !s[d::kProbeUnits] || !s[d::kProbeExit]) continue;
+      exits.emplace_back(int(wi - c0), us(s[d::kProbeExit]));
+      staged = std::max(staged, us(s[d::kProbeXStaged]));
+      units += double(s[d::kProbeUnits]);
+    }
+    if (exits.empty()) continue;
+    std::vector<double> times;
+    for (const auto& e : exits) times.push_back(e.second);
+    const double last = quantile(times, 1.0), median = quantile(times, 0.5);
+    int last_index = -1;
+    for (const auto& [index, exit] : exits) {
+      out.exit_vs_median[size_t(index)].push_back(exit - median);
+      if (exit == last && last_index < 0) last_index = index;
+    }
+    ++out.last_count[size_t(last_index)];
+    if (out.latest < 0 || last > out.last_exit[size_t(out.latest)]) out.latest = int(out.last_exit.size());
+    out.last_exit.push_back(last), out.median_exit.push_back(median), out.tail.push_back(last - median);
+    out.x_staged.push_back(staged), out.loop.push_back(last - staged), out.units.push_back(units);
+  }
+  return out;
 }
 
 }  // namespace kbit::bench

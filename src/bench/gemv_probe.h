@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kbit::bench {
 
@@ -19,5 +20,19 @@ struct GemvProbeOptions {
 };
 
 void run_gemv_probe(const GemvProbeOptions& o);
+
+// One call's stamps summarised per CTA (its warps share one SM): for each CTA with units,
+// when its last and median warps exit, the gap (what balancing inside the CTA could
+// remove), when x was staged, and per warp index in the CTA its exit against the CTA's
+// median and how often it is the CTA's last. Times in us from t0 (globaltimer ns).
+struct GemvCtaSummary {
+  std::vector<double> last_exit, median_exit, tail, x_staged, loop, units;  // one per CTA with units
+  int latest = -1;  // which of them ends last
+  std::vector<std::vector<double>> exit_vs_median;  // [warp index in the CTA] over the CTAs
+  std::vector<int> last_count;                      // [warp index in the CTA]
+};
+// stamps: kGemvProbeSlots per warp, CTAs of kGemvWarps consecutive warps; a warp without
+// an entry, units or exit stamp (not launched, no units) is left out. Host only.
+GemvCtaSummary summarize_gemv_ctas(const unsigned long long* stamps, int64_t warps, unsigned long long t0);
 
 }  // namespace kbit::bench

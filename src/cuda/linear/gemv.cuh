@@ -45,7 +45,8 @@
 // bulk prefetch of each warp's next weights while x is staged made it 1-12% slower (42d0878).
 // Shared-memory meeting of split stripes (2026-11-30, A/B in one run against the workspace
 // path, KBIT_GEMV_GLOBAL_PIECES=1): glm47 q k = 2 13.38 us (14.49), k = 4 14.06 (15.17);
-// o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..8.
+// o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..16
+// (moe_dn T = 16, k = 4: 1% slower, one routing).
 // A CTA barrier at the end of the ranges instead (first warp sums) gained only on q (5%).
 #pragma once
 
