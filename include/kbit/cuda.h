@@ -34,8 +34,11 @@ void repack_into(const QuantizedMatrix& src, QuantizedMatrix& dst, cudaStream_t 
 
 // Rotates every row of `in` into `out` (the same buffer for in place) by r, or its
 // inverse; f32/f16/bf16 device views of equal shape and dtype; chunks up to 57344.
+// device_signs (optional): r.signs already in device memory, as a device QuantizedMatrix
+// keeps them (device_rotation_signs()); the decode-row kernel (row mode, p x 2^m, up to
+// 64 rows) reads them there instead of from the launch's parameters, which is faster.
 void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const uint32_t* device_signs = nullptr);
 
 // Quantization error of q against the device matrix it came from (synchronizes).
 cpu::ErrorStats quantization_error(const TensorView& original, const QuantizedMatrix& q, cudaStream_t stream);

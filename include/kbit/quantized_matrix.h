@@ -49,7 +49,10 @@ class QuantizedMatrix {
 
   // The Hadamard rotation the rows were quantized in (activations need the same one).
   const std::optional<Rotation>& rotation() const { return rotation_; }
+  // On a device matrix, a rotation with signs also gets a device copy of its sign words
+  // (set_rotation uploads it, synchronously), which the activation rotation reads.
   void set_rotation(std::optional<Rotation> r);
+  const uint32_t* device_rotation_signs() const { return static_cast<const uint32_t*>(rotation_signs_.data()); }
 
   uint32_t* words() { return static_cast<uint32_t*>(words_.data()); }
   const uint32_t* words() const { return static_cast<const uint32_t*>(words_.data()); }
@@ -69,6 +72,7 @@ class QuantizedMatrix {
   float tensor_scale_ = 1.0f;
   std::optional<Rotation> rotation_;
   Buffer words_, scales_, meta_;
+  Buffer rotation_signs_;  // device matrices: rotation_->signs on the device (empty otherwise)
 };
 
 }  // namespace kbit

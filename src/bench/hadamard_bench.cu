@@ -39,13 +39,25 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
   std::printf("device: %s, launch floor %.2f us\n\n", dev.name.c_str(), launch_floor);
 
   // Small: M rows of 7168, bf16, a decode step's activations: out of place (as kbit::linear
-  // rotates x into its workspace) and in place, row mode and block:128.
-  std::printf("%-12s %-12s %5s %6s %10s\n", "rotation", "placement", "M", "K", "median us");
-  for (const char* spec : {"row", "block:128"})
+  // rotates x into its workspace) and in place, row mode and block:128. Row mode twice:
+  // signs from the launch's parameters (hadamard_rotate with a host Rotation alone) and
+  // from device memory (as kbit::linear passes a device matrix's copy).
+  std::printf("%-12s %-8s %-12s %5s %6s %10s\n", "rotation", "signs", "placement", "M", "K", "median us");
+  struct SmallCase {
+    const char* spec;
+    bool device_signs;
+  };
+  for (const SmallCase sc : {SmallCase{"row", false}, SmallCase{"row", true}, SmallCase{"block:128", false}})
     for (bool in_place : {false, true})
       for (int64_t m : {1, 2, 4, 8, 16}) {
         const int64_t k = 7168;
-        const Rotation r = Rotation::parse(spec, k, 1);
+        const Rotation r = Rotation::parse(sc.spec, k, 1);
+        Buffer signs;
+        if (sc.device_signs) {
+          signs = Buffer::allocate(Memory::device, r.signs.size() * sizeof(uint32_t));
+          check_cuda(cudaMemcpy(signs.data(), r.signs.data(), signs.size(), cudaMemcpyHostToDevice),
+                     "hadamard bench: signs");
+        }
         const int sets = 64;
         std::vector<Buffer> x, y;
         for (int i = 0; i < sets; ++i) x.push_back(device_filled(size_t(m * k) * 2, 0x3c));
@@ -57,12 +69,16 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
             [&](cudaStream_t s, int call) {
               const MutableTensorView v{x[size_t(call % sets)].data(), DType::bf16, m, k};
               const MutableTensorView o{in_place ? v.data : y[size_t(call % sets)].data(), DType::bf16, m, k};
-              cuda::hadamard_rotate(v, o, r, false, s);
+              cuda::hadamard_rotate(v, o, r, false, s, static_cast<const uint32_t*>(signs.data()));
             },
             t);
         const char* placement = in_place ? "in place" : "out of place";
-        std::printf("%-12s %-12s %5lld %6lld %10.2f\n", spec, placement, (long long)m, (long long)k, tm.median_us);
-        emit({{"case", "small"}, {"rotation", spec}, {"placement", placement}, {"m", m}, {"k", k}}, tm);
+        const char* signs_from = sc.device_signs ? "device" : "launch";
+        std::printf("%-12s %-8s %-12s %5lld %6lld %10.2f\n", sc.spec, signs_from, placement, (long long)m,
+                    (long long)k, tm.median_us);
+        emit({{"case", "small"}, {"rotation", sc.spec}, {"signs", signs_from}, {"placement", placement}, {"m", m},
+              {"k", k}},
+             tm);
       }
 
   // Large: 16384 x 16384 bf16 out of place vs the copy kernel.

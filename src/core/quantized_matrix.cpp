@@ -54,7 +54,15 @@ float QuantizedMatrix::tensor_scale() const {
 
 void QuantizedMatrix::set_rotation(std::optional<Rotation> r) {
   if (r) require_supported_rotation(*r, cols());
+  Buffer signs;
+  if (r && !r->signs.empty() && memory() == Memory::device) {
+    const size_t bytes = r->signs.size() * sizeof(uint32_t);
+    signs = Buffer::allocate(Memory::device, bytes);
+    const cudaError_t err = cudaMemcpy(signs.data(), r->signs.data(), bytes, cudaMemcpyHostToDevice);
+    KBIT_REQUIRE(err == cudaSuccess, "copying the rotation's signs to the device failed: ", cudaGetErrorString(err));
+  }
   rotation_ = std::move(r);
+  rotation_signs_ = std::move(signs);
 }
 
 void QuantizedMatrix::set_tensor_scale(float s) {

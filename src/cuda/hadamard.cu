@@ -14,7 +14,9 @@
 //   the next row into a staging buffer with cp.async while it transforms this one.
 // - rows kernel, B = p * q with p in {12, 20, 28}, q = 32..256, up to 64 rows (decode):
 //   one CTA of 256 threads per row, three passes over the row in shared memory (lines
-//   of 32, the rest of each run's FWHT, the order-p mix per column in groups of 4).
+//   of 32, the rest of each run's FWHT inside each warp, the order-p mix per column in
+//   groups of 4). Sign words from device memory when the caller has them there (a
+//   device QuantizedMatrix does), else from the launch's parameters by a generic load.
 // - CTA kernel, every other p * q up to 57344 (and many rows of the sizes above):
 //   sub-chunks of Q1 = E * lanes elements by warps (registers + shuffles) into shared
 //   memory, then columns: the last log2(q / Q1) stages and the order-p mix (H_p's signs
@@ -401,7 +403,8 @@ __global__ void __launch_bounds__(kCtaThreads, H > 1 || E == 32 ? 1 : 2) hadamar
 // groups of each 32-float line XOR-swizzled by the line's low 3 bits, so that every pass
 // is free of bank conflicts): (1) lines of 32 contiguous elements from global memory,
 // forward signs, 5 butterfly stages; (2) the remaining log2(q / 32) stages of each run,
-// one (run, lane position) per thread; (3) one column b per thread: the order-p mix of
+// one (run, lane position) per lane of the warp that loaded the run's lines (a __syncwarp,
+// not a CTA barrier: 3.12 us against 3.20 on 7168-wide rows); (3) one column b per thread: the order-p mix of
 // the p values a * q + b, computed in groups of 4 inputs whose 8 signed sums are shared
 // by all p outputs (~280 FADDs per column instead of p^2 = 784), scale, inverse signs,
 // straight to global memory. All loads precede the first barrier: in place is safe.
@@ -434,22 +437,37 @@ __device__ __forceinline__ void mix_group(float (&y)[P], float x0, float x1, flo
   }(std::make_integer_sequence<int, P>{});
 }
 
-// Pass 2 of the rows kernel: the stages of bits 5.. of each run (HQ = q / 32 values).
+// Sign word i of a __grid_constant__ SignBits through a generic pointer: the launch's
+// parameter buffer read like global memory, one request for a warp's 32 consecutive
+// words, where a parameter-space load at 32 addresses is served one address at a time
+// (H200, 7168-wide rows: 3.11 us against 3.22). A copy of the signs in device memory
+// (hadamard_rotate's device_signs) is faster still (it is in L2 like x).
+__device__ __forceinline__ uint32_t sign_word_generic(const uint32_t* words, int i) {
+  asm("" : "+l"(words));  // hides the parameter-space origin from the compiler
+  return words[i];
+}
+
+// Pass 2 inside a warp: warp w's pass-1 lines (t = 32 w + lane = a * HQ + h) hold every
+// run a in [32 w / HQ, 32 (w + 1) / HQ), so its runs need no other warp's lines: a
+// __syncwarp instead of a CTA barrier, and the warp goes on as soon as its own loads land.
 template <int HQ>
-__device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
-  for (int t = tid; t < P * 32; t += kRowsThreads) {
-    const int a = t >> 5, lo = t & 31;
+__device__ __forceinline__ void rows_pass2_warp(float* buf, int P, int warp, int lane) {
+  constexpr int kRunsPerWarp = 32 / HQ;
+#pragma unroll
+  for (int i = 0; i < kRunsPerWarp; ++i) {
+    const int a = warp * kRunsPerWarp + i;
+    if (a >= P) break;
     float v[HQ];
 #pragma unroll
     for (int hh = 0; hh < HQ; ++hh) {
       const int r = a * HQ + hh;
-      v[hh] = buf[r * 32 + swizzle(r & 7, lo)];
+      v[hh] = buf[r * 32 + swizzle(r & 7, lane)];
     }
     butterflies(v);
 #pragma unroll
     for (int hh = 0; hh < HQ; ++hh) {
       const int r = a * HQ + hh;
-      buf[r * 32 + swizzle(r & 7, lo)] = v[hh];
+      buf[r * 32 + swizzle(r & 7, lane)] = v[hh];
     }
   }
 }
@@ -458,33 +476,36 @@ __device__ __forceinline__ void rows_pass2(float* buf, int P, int tid) {
 // constant q turns pass 3's 2 x p shared and global addresses into immediate offsets.
 template <typename T, int P, bool INV, int QC>
 __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in, T* out, const ChunkGrid g,
-                                                                     const int q_arg,
+                                                                     const int q_arg, const uint32_t* device_signs,
                                                                      const __grid_constant__ SignBits<P * 8> signs) {
   static_assert(P % 4 == 0, "the mix takes inputs in groups of 4");
+  static_assert(P * 8 <= kRowsThreads, "pass 1 takes one line per thread");
   allow_dependents_to_launch();
   __shared__ __align__(16) float buf[P * 256];
   const int q = QC ? QC : q_arg;
   const int tid = int(threadIdx.x), hq = q >> 5;
   const T* src = in + chunk_offset(g, blockIdx.x, g.in_stride);
   T* dst = out + chunk_offset(g, blockIdx.x, g.out_stride);
-  // Pass 1: line t = elements [32 t, 32 t + 32), sign word t.
+  // Pass 1: line t = elements [32 t, 32 t + 32), sign word t; at most 28 x 8 = 224 lines,
+  // one per thread (so that pass 2 finds a warp's runs in its own lines).
   const bool forward_signs = signs.used && !g.inverse;
-  for (int t = tid; t < P * hq; t += kRowsThreads) {
+  if (tid < P * hq) {
+    const int t = tid;
     float v[32];
     load_run<T, 32>(src + t * 32, g.vec != 0, v);
-    if (forward_signs) apply_signs(v, signs.w[t]);
+    if (forward_signs) apply_signs(v, device_signs ? __ldg(device_signs + t) : sign_word_generic(signs.w, t));
     butterflies(v);
     store_line(buf, t, v);
   }
-  __syncthreads();
   if (hq > 1) {
+    __syncwarp();
     switch (hq) {
-      case 2: rows_pass2<2>(buf, P, tid); break;
-      case 4: rows_pass2<4>(buf, P, tid); break;
-      default: rows_pass2<8>(buf, P, tid); break;
+      case 2: rows_pass2_warp<2>(buf, P, tid >> 5, tid & 31); break;
+      case 4: rows_pass2_warp<4>(buf, P, tid >> 5, tid & 31); break;
+      default: rows_pass2_warp<8>(buf, P, tid >> 5, tid & 31); break;
     }
-    __syncthreads();
   }
+  __syncthreads();
   // Pass 3: column b; value a sits on line a * hq + (b >> 5) at position b & 31.
   const int b = tid;
   if (b >= q) return;
@@ -739,11 +760,12 @@ void launch_warp_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
 
 template <typename T>
 void launch_rows_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, int p, bool inverse,
-                        cudaStream_t stream) {
+                        const uint32_t* device_signs, cudaStream_t stream) {
   const int q = int(r.size / p);
   auto go = [&]<int P>() {
     auto launch = [&](auto kernel) {
-      kernel<<<unsigned(g.chunks), unsigned(kRowsThreads), 0, stream>>>(in, out, g, q, sign_bits<P * 8>(r));
+      kernel<<<unsigned(g.chunks), unsigned(kRowsThreads), 0, stream>>>(in, out, g, q, device_signs,
+                                                                         sign_bits<P * 8>(r));
     };
     if (q == 256) {
       if (inverse)
@@ -809,7 +831,7 @@ void launch_pow2_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation&
 
 template <typename T>
 void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& r, bool inverse, bool in_place,
-                       cudaStream_t stream) {
+                       const uint32_t* device_signs, cudaStream_t stream) {
   int p = 1;
   for (int f : {12, 20, 28})
     if (r.size % f == 0 && ((r.size / f) & (r.size / f - 1)) == 0) p = f;
@@ -818,7 +840,7 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
   KBIT_REQUIRE(p > 1, "hadamard CTA kernel: chunk ", r.size, " is a power of two");
   // Few rows of q = 32..256 (a decode step's activations): one CTA per row.
   if (q >= 32 && q <= 256 && g.chunks <= kRowsKernelMaxRows) {
-    launch_rows_kernel<T>(in, out, g, r, p, inverse, stream);
+    launch_rows_kernel<T>(in, out, g, r, p, inverse, device_signs, stream);
     return;
   }
   const int e = q < 8 ? 1 : (q <= 256 ? 8 : (q == 512 ? 16 : 32));
@@ -885,7 +907,7 @@ void launch_cta_kernel(const T* in, T* out, const ChunkGrid& g, const Rotation& 
 }  // namespace
 
 void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const Rotation& r, bool inverse,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const uint32_t* device_signs) {
   detail::check_device_view(in, "hadamard_rotate input");
   detail::check_device_view(out, "hadamard_rotate output");
   KBIT_REQUIRE(in.rows == out.rows && in.cols == out.cols, "hadamard_rotate: input [", in.rows, ", ", in.cols,
@@ -893,6 +915,12 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
   KBIT_REQUIRE(in.dtype == out.dtype, "hadamard_rotate: input and output dtypes differ");
   require_supported_rotation(r, in.cols);
   KBIT_REQUIRE(r.size <= kMaxChunk, "GPU Hadamard chunks are limited to ", kMaxChunk, " elements, got ", r.size);
+  if (device_signs) {
+    KBIT_REQUIRE(!r.signs.empty(), "hadamard_rotate: device_signs given for a rotation without signs");
+    detail::check_device_pointer(device_signs, "hadamard_rotate device_signs");
+    KBIT_REQUIRE(reinterpret_cast<uintptr_t>(device_signs) % 4 == 0, "hadamard_rotate: device_signs ", device_signs,
+                 " is not 4-byte aligned");
+  }
   if (in.rows == 0) return;
   ChunkGrid g{};
   g.chunk = r.size;
@@ -919,7 +947,7 @@ void hadamard_rotate(const TensorView& in, const MutableTensorView& out, const R
     else if ((r.size & (r.size - 1)) == 0)
       launch_pow2_kernel<T>(src, dst, g, r, in_place, stream);
     else
-      launch_cta_kernel<T>(src, dst, g, r, inverse, in_place, stream);
+      launch_cta_kernel<T>(src, dst, g, r, inverse, in_place, device_signs, stream);
   });
 }
 

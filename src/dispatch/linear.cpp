@@ -323,7 +323,7 @@ TensorView detail::rotated_activations(const TensorView& x, const QuantizedMatri
   KBIT_REQUIRE(x.rows <= lim.max_m && x.cols <= lim.max_k, "rotating x [", x.rows, ", ", x.cols,
                "] needs a workspace of max_m >= ", x.rows, " and max_k >= ", x.cols);
   const MutableTensorView rx{ws.impl().rotated.data(), x.dtype, x.rows, x.cols};
-  cuda::hadamard_rotate(x, rx, *w.rotation(), false, stream);
+  cuda::hadamard_rotate(x, rx, *w.rotation(), false, stream, w.device_rotation_signs());
   return rx;
 }
 

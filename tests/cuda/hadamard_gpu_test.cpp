@@ -33,28 +33,37 @@ void expect_close(const test::HostMatrix& want, const std::vector<uint8_t>& got_
     }
 }
 
-// One rotation of `rows` random rows against the CPU reference, every dtype, with and
-// without signs, forward and inverse, in place and out of place (poisoned output).
+// One rotation of `rows` random rows against the CPU reference, every dtype, without
+// signs, with signs from the launch and with signs in device memory, forward and
+// inverse, in place and out of place (poisoned output).
 void check_rotation(const std::string& spec, int64_t rows, int64_t cols, uint64_t& seed, const std::string& tag) {
+  enum class Signs { none, launch, device };
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
-    for (bool signs : {false, true})
+    for (Signs signs : {Signs::none, Signs::launch, Signs::device})
       for (bool inverse : {false, true})
         for (bool in_place : {false, true}) {
           const auto m = test::random_matrix(rows, cols, dt, seed++);
-          const Rotation r = Rotation::parse(spec, cols, signs ? std::optional<uint64_t>(seed) : std::nullopt);
+          const Rotation r =
+              Rotation::parse(spec, cols, signs != Signs::none ? std::optional<uint64_t>(seed) : std::nullopt);
           auto want = m;
           hadamard_rotate(want.mutable_view(), r, inverse);
           Buffer in = to_device(m);
           Buffer out = in_place ? Buffer() : Buffer::allocate(Memory::device, m.bytes.size());
           if (!in_place) cudaMemset(out.data(), 0xff, m.bytes.size());  // NaN poison
+          Buffer device_signs;
+          if (signs == Signs::device) {
+            device_signs = Buffer::allocate(Memory::device, r.signs.size() * sizeof(uint32_t));
+            cudaMemcpy(device_signs.data(), r.signs.data(), device_signs.size(), cudaMemcpyHostToDevice);
+          }
           void* dst = in_place ? in.data() : out.data();
           cuda::hadamard_rotate(TensorView{in.data(), dt, rows, cols}, MutableTensorView{dst, dt, rows, cols}, r,
-                                inverse, nullptr);
+                                inverse, nullptr, static_cast<const uint32_t*>(device_signs.data()));
           std::vector<uint8_t> got(m.bytes.size());
           ASSERT_EQ(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+          const char* signs_name = signs == Signs::none ? "" : (signs == Signs::launch ? " signs" : " device signs");
           expect_close(want, got,
-                       detail::concat(tag, spec, " rows=", rows, " cols=", cols, " ", dtype_name(dt),
-                                      signs ? " signs" : "", inverse ? " inverse" : "", in_place ? " in place" : ""));
+                       detail::concat(tag, spec, " rows=", rows, " cols=", cols, " ", dtype_name(dt), signs_name,
+                                      inverse ? " inverse" : "", in_place ? " in place" : ""));
         }
 }
 
@@ -108,6 +117,20 @@ TEST(GpuHadamard, RejectsBadInput) {
                Error);
   EXPECT_THROW(cuda::hadamard_rotate(v, MutableTensorView{in.data(), DType::f32, 1, 28 * 4096}, r, false, nullptr),
                Error);
+  // device_signs: for a rotation without signs, on the host, misaligned.
+  const TensorView row{in.data(), DType::f32, 2, 7168};
+  const MutableTensorView row_out{in.data(), DType::f32, 2, 7168};
+  const Rotation signed_row = Rotation::parse("row", 7168, 5);
+  Buffer signs = Buffer::allocate(Memory::device, signed_row.signs.size() * 4 + 4);
+  const auto* device_words = static_cast<const uint32_t*>(signs.data());
+  EXPECT_THROW(cuda::hadamard_rotate(row, row_out, Rotation::parse("row", 7168, std::nullopt), false, nullptr,
+                                     device_words),
+               Error);
+  EXPECT_THROW(cuda::hadamard_rotate(row, row_out, signed_row, false, nullptr, signed_row.signs.data()), Error);
+  EXPECT_THROW(cuda::hadamard_rotate(row, row_out, signed_row, false, nullptr,
+                                     reinterpret_cast<const uint32_t*>(static_cast<const char*>(signs.data()) + 2)),
+               Error);
+  EXPECT_NO_THROW(cuda::hadamard_rotate(row, row_out, signed_row, false, nullptr, device_words));
 }
 
 }  // namespace
