@@ -24,12 +24,14 @@
 // All call griddepcontrol.launch_dependents first so that a following kernel launched
 // with programmatic dependent launch (kbit::linear) can start loading its weights
 // while x is rotated.
-// Measured (H200, 2026-11-30, commit 0c4b82a, bf16; BENCHMARKS.md): block:128 of 1-16
-// rows of 7168 1.46-1.58 us; row (28 x 256) 3.06 us (M = 1), 3.17 us (M = 16); 16384 x
-// 16384 block:64 88%, block:256 82%, row 80% (79.7-80.0% in three runs; 78% before the
-// persistent kernel) of the copy kernel's bandwidth.
+// Measured (H200, 2026-11-30, bf16, eighteenth session; BENCHMARKS.md): block:128 of 1-16
+// rows of 7168 1.46-1.58 us; row (28 x 256) 2.86-2.97 us for 1-16 rows (3.20-3.34 before
+// the sign words were requested with x and flipped on the packed pairs, and pass 2 kept
+// inside each warp); 16384 x 16384 block:64 87%, block:256 82%, row 82% (80% before the
+// packed sign flips) of the copy kernel's bandwidth.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "bulk_copy.cuh"
@@ -447,6 +449,63 @@ __device__ __forceinline__ uint32_t sign_word_generic(const uint32_t* words, int
   return words[i];
 }
 
+// The sign word's bits 2i to bit i and 2i + 1 to bit 16 + i (Hacker's Delight's outer
+// unshuffle), so that one shift and one lop3 place the signs of a packed 16-bit pair at
+// bits 15 and 31.
+__device__ __forceinline__ uint32_t split_even_odd_bits(uint32_t x) {
+  uint32_t t = (x ^ (x >> 1)) & 0x22222222u;
+  x ^= t ^ (t << 1);
+  t = (x ^ (x >> 2)) & 0x0C0C0C0Cu;
+  x ^= t ^ (t << 2);
+  t = (x ^ (x >> 4)) & 0x00F000F0u;
+  x ^= t ^ (t << 4);
+  t = (x ^ (x >> 8)) & 0x0000FF00u;
+  return x ^ t ^ (t << 8);
+}
+
+// 32 packed 16-bit elements as floats, negated where the sign word's bit is set (when
+// `apply`): the signs go onto the packed pairs before the conversion (one shift and one
+// lop3 per pair; bf16 then converts with one instruction per element), not onto each
+// float (two per element): on 7168-wide rows the sign application cost 0.12 us.
+template <typename T>
+__device__ __forceinline__ void signed_floats(RunBits<T, 32>& u, bool apply, uint32_t word, float (&v)[32]) {
+  static_assert(sizeof(T) == 2, "packed 16-bit pairs");
+  if (apply) {
+    const uint32_t split = split_even_odd_bits(word);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) u.s[i] ^= (split << (15 - i)) & 0x80008000u;
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      v[2 * i] = __uint_as_float(u.s[i] << 16);
+      v[2 * i + 1] = __uint_as_float(u.s[i] & 0xffff0000u);
+    } else {
+      v[2 * i] = detail::Element<T>::to_float(u.t[2 * i]);
+      v[2 * i + 1] = detail::Element<T>::to_float(u.t[2 * i + 1]);
+    }
+  }
+}
+
+// A line of 32 elements from global memory as floats, with the signs when `apply`.
+template <typename T>
+__device__ __forceinline__ void load_line_signed(const T* p, bool vec, bool apply, uint32_t word, float (&v)[32]) {
+  if constexpr (sizeof(T) == 2) {
+    RunBits<T, 32> u;
+    if (vec) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) u.q[i] = reinterpret_cast<const uint4*>(p)[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) u.t[i] = p[i];
+    }
+    signed_floats<T>(u, apply, word, v);
+  } else {
+    load_run<T, 32>(p, vec, v);
+    if (apply) apply_signs(v, word);
+  }
+}
+
 // Pass 2 inside a warp: warp w's pass-1 lines (t = 32 w + lane = a * HQ + h) hold every
 // run a in [32 w / HQ, 32 (w + 1) / HQ), so its runs need no other warp's lines: a
 // __syncwarp instead of a CTA barrier, and the warp goes on as soon as its own loads land.
@@ -491,9 +550,11 @@ __global__ void __launch_bounds__(kRowsThreads) hadamard_rows_kernel(const T* in
   const bool forward_signs = signs.used && !g.inverse;
   if (tid < P * hq) {
     const int t = tid;
+    // The sign word is requested before x, so that the two loads overlap (requested
+    // after, it waited for x's: +0.2 us on 7168-wide rows).
+    const uint32_t word = device_signs ? __ldg(device_signs + t) : sign_word_generic(signs.w, t);
     float v[32];
-    load_run<T, 32>(src + t * 32, g.vec != 0, v);
-    if (forward_signs) apply_signs(v, device_signs ? __ldg(device_signs + t) : sign_word_generic(signs.w, t));
+    load_line_signed<T>(src + t * 32, g.vec != 0, forward_signs, word, v);
     butterflies(v);
     store_line(buf, t, v);
   }
@@ -704,9 +765,8 @@ __global__ void __launch_bounds__(pow2_threads<H>(), H >= 16 ? 2 : 3) hadamard_p
 #pragma unroll
       for (int i = 0; i < 4; ++i) u.q[i] = *reinterpret_cast<const uint4*>(staging + staged_piece(r, i));
       float v[32];
-#pragma unroll
-      for (int e = 0; e < 32; ++e) v[e] = detail::Element<T>::to_float(u.t[e]);
-      pow2_pass1_line(buf, r, v, forward_signs, sign_words);
+      signed_floats<T>(u, forward_signs, forward_signs ? sign_words[r] : 0u, v);
+      pow2_pass1_line(buf, r, v, false, sign_words);
     }
     __syncthreads();
     // The staging buffer is free: the next chunk's loads fly during passes 2 and 3.
