@@ -88,9 +88,11 @@ void run_gemv_probe(const GemvProbeOptions& o) {
     };
   }
 
-  std::printf("gemv-probe %s: N = %lld, K = %lld, %s = %lld, k = %d, %.1f MB packed%s; cold L2, %d calls\n",
+  std::printf("gemv-probe %s: N = %lld, K = %lld, %s = %lld, k = %d, %.1f MB packed%s; %s, %d calls\n",
               o.shape.c_str(), (long long)n, (long long)k, grouped ? "T" : "M", (long long)m, o.bits, packed_bytes / 1e6,
-              grouped ? " (experts touched)" : "", o.iterations);
+              grouped ? " (experts touched)" : "", o.hot_x ? "cold weights, x in L2" : "cold L2", o.iterations);
+  // hot_x: x copied once after each flush, which leaves its lines in L2.
+  Buffer x_touch = o.hot_x ? Buffer::allocate(Memory::device, size_t(rows * k) * 2) : Buffer();
   const char* phase_names[] = {"entry", "loads issued", "table built", "x staged", "first piece", "last unit",
                                "exit"};
   constexpr int kPhases = 7;
@@ -107,6 +109,8 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   std::vector<unsigned long long> host(slots);
   for (int it = 0; it < o.iterations; ++it) {
     check_cuda(cudaMemset(flush.data(), it, flush.size()), "gemv-probe: flush");
+    if (o.hot_x)
+      check_cuda(cudaMemcpy(x_touch.data(), xd.data(), x_touch.size(), cudaMemcpyDeviceToDevice), "gemv-probe: x to L2");
     check_cuda(cudaMemset(probe.data(), 0, probe.size()), "gemv-probe: clear");
     detail::set_gemv_probe(static_cast<unsigned long long*>(probe.data()));
     try {

@@ -1,5 +1,7 @@
 // kbit bench gemv-probe: where one GEMV call spends its time. Runs the GEMV on a
-// projection of data/shapes.json with cold L2 (a flush before each call) and the
+// projection of data/shapes.json with cold L2 (a flush before each call; with hot_x,
+// x read back into L2 after the flush, as in a decode step whose previous kernel has
+// just written it) and the
 // kernel's per-warp %globaltimer stamps on (GemvArgs::probe), then prints each phase's
 // spread over the warps (from the first warp's entry) and the per-unit compute rate.
 // Dense projections: M tokens (1..4). Expert projections: kbit::expert_linear on M tokens
@@ -17,6 +19,7 @@ struct GemvProbeOptions {
   int bits = 4;
   int64_t m = 1;  // tokens
   int iterations = 7;
+  bool hot_x = false;  // x in L2 at the call (the weights stay cold)
 };
 
 void run_gemv_probe(const GemvProbeOptions& o);

@@ -207,6 +207,7 @@ void add_bench_command(CLI::App& app) {
   pcmd->add_option("--bits", probe->bits, "bit width 2..5")->capture_default_str();
   pcmd->add_option("--m", probe->m, "tokens: 1..4 (dense), routed tokens (expert projections)")->capture_default_str();
   pcmd->add_option("--iterations", probe->iterations, "probed calls")->capture_default_str();
+  pcmd->add_flag("--hot-x", probe->hot_x, "x in L2 at each call (a decode step's activations); weights stay cold");
   pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
   auto repeats = std::make_shared<int>(15);
   CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");
