@@ -443,6 +443,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       }
     }
   };
+  // A warp has two piece slots: 0 for the split stripe its range starts in, 1 for the one
+  // it ends in. The writer knows which by where its piece starts; a reader finds warp w's
+  // piece of a stripe in slot 0 when w's range starts inside that stripe.
+  auto own_slot = [&](int piece_start) { return piece_start == u0 ? 0 : 1; };
+  auto slot_of = [&](int w, int stripe_seg) { return range_start(w) >= stripe_seg * int(S) ? 0 : 1; };
   auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[M][2]) {
     const int stripe = stripe_seg - tile_seg0;  // within the matrix (dense: the segment is the stripe)
 #pragma unroll
@@ -463,7 +468,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         // Every piece of the stripe is in this CTA: the pieces meet in shared memory (a
         // shared atomic and an mbarrier instead of ~1.2 us of global fence, atomic and
         // loads), summed by the last warp to arrive in warp order as below.
-        float* piece = local_pieces + (2 * warp + (pu0 == u0 ? 0 : 1)) * 16 * M;
+        float* piece = local_pieces + (2 * warp + own_slot(pu0)) * 16 * M;
         if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
         const int base = (first / kGemvWarps) * kGemvWarps;
         const uint32_t bar = local_bars + uint32_t(first - base) * 8;
@@ -477,11 +482,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         v0 = 0.0f, v1 = 0.0f;
         if (c < M)
           for (int w = first; w <= last; ++w) {
-            const float* p = local_pieces + (2 * (w - base) + (range_start(w) >= stripe_seg * int(S) ? 0 : 1)) * 16 * M;
+            const float* p = local_pieces + (2 * (w - base) + slot_of(w, stripe_seg)) * 16 * M;
             v0 += p[g * M + c], v1 += p[(g + 8) * M + c];
           }
       } else {
-        const int64_t slot = 2 * int64_t(wg) + (pu0 == u0 ? 0 : 1);
+        const int64_t slot = 2 * int64_t(wg) + own_slot(pu0);
         float* piece = args.pieces + slot * 16 * M;
         if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
         __threadfence();
@@ -500,8 +505,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
               const int w = w0 + i;
               p0[i] = p1[i] = 0.0f;
               if (w <= last) {
-                const int wu0 = range_start(w);
-                const float* p = args.pieces + (2 * int64_t(w) + (wu0 >= stripe_seg * int(S) ? 0 : 1)) * 16 * M;
+                const float* p = args.pieces + (2 * int64_t(w) + slot_of(w, stripe_seg)) * 16 * M;
                 p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
               }
             }
