@@ -4,12 +4,15 @@
 // stride, contiguous chunks per CTA, and the skinny GEMM's row-band order (CTA i reads
 // rows [16 i, 16 i + 16), a piece of every row per step). Build and run on the GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90a bench/calibration/read_floor.cu -o read_floor && ./read_floor
-// H200 results: bench/results/h200-read-floor-51MB.txt.
+// H200 results: bench/results/h200-read-floor-51MB.txt. `./read_floor BYTES` reads BYTES
+// per call instead, and adds the GEMV's per-warp ring pattern (read_warp_ranges).
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 #include <algorithm>
+#include <cstdlib>
+#include <type_traits>
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
 
 template <int U>
@@ -134,9 +137,62 @@ __global__ void __launch_bounds__(256) read_tiles(const char* __restrict__ w, un
   if (acc == 0x12345678) out[0] = acc;
 }
 
-int main() {
-  const size_t bytes = size_t(7168) * 3584 * 2, n = bytes / 16;
-  const int bufs = 6, calls = 24;
+// The GEMV's pattern (issue 4, M = 1): every warp streams its own contiguous range of
+// 1 KB units (lane l reads 8-byte words l, l + 32, l + 64, l + 96 of each unit: LOADS
+// loads of WIDTH bytes), with a register ring of D + 1 units, D requested ahead (the
+// GEMV: D = 3 at k = 4, 6 at k = 2; one CTA of 16 warps per SM). Unlike the grid-stride
+// kernels above, no thread waits for a whole batch before requesting the next.
+template <int D, int WIDTH>
+__global__ void __launch_bounds__(512) read_warp_ranges(const char* __restrict__ p, int64_t units, unsigned* out) {
+  constexpr int kLoads = 1024 / 32 / WIDTH;  // per lane per 1 KB unit
+  using Word = typename std::conditional<WIDTH == 8, uint2, uint4>::type;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int64_t wg = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int64_t u0 = wg * units / warps, u1 = (wg + 1) * units / warps;
+  if (u0 >= u1) return;
+  Word ring[D + 1][kLoads];
+  auto load = [&](Word (&st)[kLoads], int64_t u) {
+    const Word* q = reinterpret_cast<const Word*>(p + u * 1024) + lane;
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      if constexpr (WIDTH == 8)
+        asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(st[j].x), "=r"(st[j].y) : "l"(q + 32 * j));
+      else
+        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(st[j].x), "=r"(st[j].y), "=r"(st[j].z), "=r"(st[j].w) : "l"(q + 32 * j));
+    }
+  };
+#pragma unroll
+  for (int d = 0; d < D; ++d) load(ring[d], min(u0 + d, u1 - 1));
+  unsigned acc = 0;
+  for (int64_t base = u0; base < u1; base += D + 1) {
+#pragma unroll
+    for (int d = 0; d <= D; ++d) {
+      const int64_t u = base + d;
+      if (u >= u1) break;
+      load(ring[(d + D) % (D + 1)], min(u + D, u1 - 1));
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        acc ^= ring[d][j].x ^ ring[d][j].y;
+        if constexpr (WIDTH == 16) acc ^= ring[d][j].z ^ ring[d][j].w;
+      }
+    }
+  }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
+// Usage: read_floor [BYTES] (default: the Kimi-K3 latent projection, 51.4 MB; glm47 q's
+// packed bytes are 17.7 MB at k = 2 and 33.4 MB at k = 4). The row-shaped kernels need
+// the default size.
+int main(int argc, char** argv) {
+  const size_t default_bytes = size_t(7168) * 3584 * 2;
+  const size_t bytes = argc > 1 ? size_t(std::strtoull(argv[1], nullptr, 10)) / 1024 * 1024 : default_bytes;
+  if (bytes == 0) { printf("usage: read_floor [BYTES] (at least 1024)\n"); return 1; }
+  const size_t n = bytes / 16;
+  // Buffers rotated past 3x the 60 MB L2, at least 6.
+  const int bufs = std::max<int>(6, int((size_t(180) << 20) / bytes) + 2), calls = 4 * bufs;
+  printf("read floor: %.1f MB per call, %d buffers, %d calls per graph\n", bytes / 1e6, bufs, calls);
   std::vector<uint4*> b(bufs);
   for (auto& x : b) { CK(cudaMalloc(&x, bytes)); CK(cudaMemset(x, 1, bytes)); }
   unsigned* out; CK(cudaMalloc(&out, 4));
@@ -158,6 +214,33 @@ int main() {
   };
   int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   char name[64];
+  const int64_t units = int64_t(bytes / 1024);
+  auto ranges = [&](auto d, auto width, int ctas_per_sm, int warps) {
+    constexpr int D = decltype(d)::value, W = decltype(width)::value;
+    snprintf(name, 64, "warp ranges D=%d %dB loads %dx%dw", D, W, ctas_per_sm, warps);
+    bench(name, [&](uint4* p) {
+      read_warp_ranges<D, W><<<sms * ctas_per_sm, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), units, out);
+    });
+  };
+  using std::integral_constant;
+  #define IC(v) integral_constant<int, v>{}
+  ranges(IC(3), IC(8), 1, 16);   // the GEMV at k = 4
+  ranges(IC(6), IC(8), 1, 16);   // the GEMV's D at k = 2
+  ranges(IC(3), IC(16), 1, 16);
+  ranges(IC(6), IC(16), 1, 16);
+  ranges(IC(12), IC(8), 1, 16);
+  ranges(IC(3), IC(8), 2, 16);   // 32 warps per SM
+  ranges(IC(6), IC(8), 2, 16);
+  ranges(IC(3), IC(8), 1, 8);
+  ranges(IC(6), IC(8), 2, 8);
+  if (bytes != default_bytes) {
+    for (int k : {2, 4}) {
+      snprintf(name, 64, "grid-stride U=4 grid=%d", sms * k);
+      bench(name, [&](uint4* p) { read_kernel<4><<<sms * k, 256, 0, s>>>(p, n, out); });
+    }
+    bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
+    return 0;
+  }
   for (int k : {1, 2, 4, 8}) {
     snprintf(name, 64, "grid-stride U=4 grid=%d", sms * k);
     bench(name, [&](uint4* p) { read_kernel<4><<<sms * k, 256, 0, s>>>(p, n, out); });
@@ -183,8 +266,6 @@ int main() {
     snprintf(name, 64, "tiles %dx%dB E=%d S=%d %s %dw", RW, 512 / RW, E, S, hint_names[H], warps);
     bench(name, [&](uint4* p) { read_tiles<RW, E, S, H><<<448 / S, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), out); });
   };
-  using std::integral_constant;
-  #define IC(v) integral_constant<int, v>{}
   tiles(IC(8), IC(128), IC(2), IC(2), 8);  // v2
   tiles(IC(8), IC(128), IC(2), IC(1), 8);
   tiles(IC(8), IC(128), IC(2), IC(0), 8);
