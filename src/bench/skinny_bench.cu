@@ -85,14 +85,11 @@ std::vector<detail::LinearConfig> skinny_sweep_candidates(int64_t m) {
         for (int s : {1, 2, 4}) add(l, w, 1, p, ks, s);
   // async: 4 warps x stages x 16 rows x kslice columns fit 4 CTAs per SM up to 48 KB; two
   // stripes (32 rows sharing each A fragment) with 8 warps keep 224 CTAs x 8 warps busy.
-  // Two warps with a cluster split: twice the CTAs of four warps at the same warps per SM,
-  // for an even spread where the row groups alone leave some SMs a CTA more than others.
   for (int r : {1, 2})
-    for (int w : {2, 4, 8})
+    for (int w : {4, 8})
       for (auto [p, ks] : {std::pair{2, 64}, std::pair{3, 64}, std::pair{4, 64}, std::pair{6, 64}, std::pair{2, 128},
                            std::pair{3, 128}, std::pair{4, 128}})
-        for (int s : {1, 2, 4})
-          if (s < 4 || w == 2) add(SkinnyLoader::async, w, r, p, ks, s);
+        for (int s : {1, 2}) add(SkinnyLoader::async, w, r, p, ks, s);
   return out;
 }
 

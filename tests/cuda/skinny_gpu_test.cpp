@@ -75,9 +75,7 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
               if (residual) o.residual = TensorView{rd.data(), dt, m, n};
               const TensorView av{ad.data(), dt, m, k}, wv{wd.data(), dt, n, k};
               const MutableTensorView cv{cd.data(), dt, m, n};
-              // A cluster of 4 CTAs per row group (fewer if K is short); the async loader's with
-              // 2-warp CTAs.
-              if (split) o.splits = 4, o.warps = loader == SkinnyLoader::async ? 2 : 4;
+              if (split) o.splits = 4, o.warps = 4;  // a cluster of 4 CTAs per row group (fewer if K is short)
               if (std::getenv("KBIT_TEST_TRACE")) std::fprintf(stderr, "%s: %s\n", what.c_str(), plan_skinny(m, n, k, o).describe().c_str());
               ASSERT_NO_THROW(skinny_gemm(av, wv, cv, nullptr, o)) << what;
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
@@ -183,11 +181,10 @@ TEST(GpuSkinny, AsyncLoaderShapesAgreeBitForBitRunToRun) {
   // rings of 2..8 tiles of 64 and 128 columns; one too large for shared memory is a clear
   // error.
   for (int stripes : {1, 2})
-  for (int warps : {2, 4, 8})
+  for (int warps : {4, 8})
     for (int stages : {2, 5, 8})
       for (int kslice : {64, 128})
-        for (int splits : {1, 2, 4}) {
-          if (splits == 4 && warps != 2) continue;  // 4 splits: swept with 2 warps only
+        for (int splits : {1, 2}) {
           SkinnyOptions o;
           o.loader = SkinnyLoader::async, o.stripes = stripes, o.warps = warps, o.stages = stages, o.kslice = kslice;
           o.splits = splits;

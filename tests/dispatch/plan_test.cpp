@@ -148,12 +148,6 @@ TEST(SkinnyPlan, ShapesAndErrors) {
     EXPECT_THROW(plan_skinny(1, 64, 4096, o), Error);
   }
   EXPECT_THROW(plan_skinny(33, 64, 64), Error);
-  // Two warps per CTA: the async loader only.
-  o = {};
-  o.warps = 2, o.loader = SkinnyLoader::async, o.splits = 4;
-  EXPECT_EQ(plan_skinny(16, 5120, 1536, o).describe(), "l=async,w=2,r=1,p=2,c=128,s=4");
-  o.loader = SkinnyLoader::registers;
-  EXPECT_THROW(plan_skinny(1, 5120, 1536, o), Error);
   // Untuned (no GPU here, so no table): the async streaming kernel up to M = 16, the ring above.
   EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
   EXPECT_EQ(plan_skinny(17, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");

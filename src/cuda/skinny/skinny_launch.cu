@@ -84,8 +84,7 @@ void check_skinny_shape(const SkinnyShape& s) {
   if (s.loader != SkinnyLoader::tma) {
     const char* l = skinny_loader_name(s.loader);
     KBIT_REQUIRE(s.n_tiles <= 2, "skinny kernel (loader ", l, "): M must be at most 16 (loader tma above)");
-    KBIT_REQUIRE(s.warps == 4 || s.warps == 8 || (s.warps == 2 && s.loader == SkinnyLoader::async), "skinny kernel (loader ",
-                 l, "): warps must be 4 or 8 (or 2 with loader async), got ", s.warps);
+    KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "skinny kernel (loader ", l, "): warps must be 4 or 8, got ", s.warps);
     KBIT_REQUIRE(s.stripes == 1 || (s.stripes == 2 && s.loader == SkinnyLoader::async), "skinny kernel (loader ", l,
                  "): stripes must be 1 (or 2 with loader async), got ", s.stripes);
     KBIT_REQUIRE(s.kslice == skinny::kStreamBatchColumnsSmall || s.kslice == skinny::kStreamBatchColumnsLarge,

@@ -319,7 +319,7 @@ template <typename T, int NT, typename F>
 auto with_stream_instance(const SkinnyShape& s, F&& f) {
   using namespace skinny;
   auto with_warps = [&]<int WARPS>() {
-    if (WARPS == 2 || s.loader == SkinnyLoader::async) {  // 2 warps: the async loader only
+    if (s.loader == SkinnyLoader::async) {
       if (s.stripes == 2) return f.template operator()<T, NT, WARPS, 64, 0, kLoadAsync, 2>();  // 128 spills
       return s.kslice == 128 ? f.template operator()<T, NT, WARPS, 128, 0, kLoadAsync, 1>()
                              : f.template operator()<T, NT, WARPS, 64, 0, kLoadAsync, 1>();
@@ -333,7 +333,6 @@ auto with_stream_instance(const SkinnyShape& s, F&& f) {
     return staged ? f.template operator()<T, NT, WARPS, 64, 3, kLoadStaged, 1>()
                   : f.template operator()<T, NT, WARPS, 64, 3, kLoadRegisters, 1>();
   };
-  if (s.warps == 2) return with_warps.template operator()<2>();
   if (s.warps == 4) return with_warps.template operator()<4>();
   return with_warps.template operator()<8>();
 }
