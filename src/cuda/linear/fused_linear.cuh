@@ -49,6 +49,9 @@
 // (the k >= 3 table after the first loads): M = 16, k = 4 q 24.7 us (1.41x), shared_gu 35.9
 // (1.73x); Qwen3 shared_dn M = 1, k = 3 3.23 us (from 3.54). wgmma items (c825f32): correct,
 // slower than the mma.sync items (q at M = 32 46.0 us against 36.0, M = 64 63.9 against 54.9).
+// Split sums batched per split (2026-12-01, A/B in one binary, then re-tuned; cuBLAS bf16 in
+// the same run): M = 16, k = 4 q 21.6 us (1.59x; 25.0 before), o / shared_dn 22.4 (1.68x;
+// 27.2), Kimi latent 13.8 (1.13x; 16.5); M = 64 o 49.1 (67.1 before the re-tune, 83.6 before both).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -591,15 +594,32 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
       arrived = __shfl_sync(0xffffffffu, arrived, 0);
       if (arrived != unsigned(args.splits - 1)) continue;
       __threadfence();
+      // Split by split, all of a split's NT * 4 partials requested before any is added: one
+      // L2 round trip per split instead of one per value (ncu, glm47 q at M = 16: ~7% of
+      // the warps' stall samples sat on these loads). The sums keep split order.
+      float sum[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-          float v = 0.0f;
-          for (int sp = 0; sp < args.splits; ++sp) v += __ldcg(args.partials + (sp * mpad + t) * npad + row);
-          acc[nt][i] = v;
-        }
+        for (int i = 0; i < 4; ++i) sum[nt][i] = 0.0f;
+      for (int sp = 0; sp < args.splits; ++sp) {
+        float part[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+            part[nt][i] = __ldcg(args.partials + (sp * mpad + t) * npad + row);
+          }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) sum[nt][i] += part[nt][i];
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = sum[nt][i];
       if (lane == 0) *counter = 0;  // ready for the next call on the stream
     }
 
