@@ -142,17 +142,31 @@ __global__ void __launch_bounds__(256) read_tiles(const char* __restrict__ w, un
 // loads of WIDTH bytes), with a register ring of D + 1 units, D requested ahead (the
 // GEMV: D = 3 at k = 4, 6 at k = 2; one CTA of 16 warps per SM). Unlike the grid-stride
 // kernels above, no thread waits for a whole batch before requesting the next.
-template <int D, int WIDTH>
+// ORDER: which unit a warp's i-th step reads. kOwnRange: warp w's own contiguous range
+// (the GEMV); kGridInterleaved: step i of warp w reads unit i * warps + w (the whole grid
+// sweeps the buffer in address order); kCtaInterleaved: each CTA owns a contiguous range
+// and its warps take its units in turn (unit c0 + i * warps_per_cta + w).
+constexpr int kOwnRange = 0, kGridInterleaved = 1, kCtaInterleaved = 2;
+template <int D, int WIDTH, int ORDER = kOwnRange>
 __global__ void __launch_bounds__(512) read_warp_ranges(const char* __restrict__ p, int64_t units, unsigned* out) {
   constexpr int kLoads = 1024 / 32 / WIDTH;  // per lane per 1 KB unit
   using Word = typename std::conditional<WIDTH == 8, uint2, uint4>::type;
   const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  const int64_t wg = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int64_t u0 = wg * units / warps, u1 = (wg + 1) * units / warps;
+  const int64_t wpc = blockDim.x / 32, warps = int64_t(gridDim.x) * wpc;
+  const int64_t wg = int64_t(blockIdx.x) * wpc + threadIdx.x / 32;
+  int64_t u0 = wg * units / warps, u1 = (wg + 1) * units / warps;  // steps of this warp
+  int64_t first = u0, stride = 1;                                 // unit of step i: first + i * stride
+  if (ORDER == kGridInterleaved) {
+    u0 = 0, u1 = (units - wg + warps - 1) / warps, first = wg, stride = warps;
+  } else if (ORDER == kCtaInterleaved) {
+    const int64_t c0 = blockIdx.x * units / gridDim.x, c1 = (blockIdx.x + 1) * units / gridDim.x;
+    const int64_t w = threadIdx.x / 32;
+    u0 = 0, u1 = c1 - c0 > w ? (c1 - c0 - w + wpc - 1) / wpc : 0, first = c0 + w, stride = wpc;
+  }
   if (u0 >= u1) return;
   Word ring[D + 1][kLoads];
-  auto load = [&](Word (&st)[kLoads], int64_t u) {
+  auto load = [&](Word (&st)[kLoads], int64_t step) {
+    const int64_t u = ORDER == kOwnRange ? step : first + step * stride;
     const Word* q = reinterpret_cast<const Word*>(p + u * 1024) + lane;
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
@@ -215,24 +229,33 @@ int main(int argc, char** argv) {
   int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   char name[64];
   const int64_t units = int64_t(bytes / 1024);
-  auto ranges = [&](auto d, auto width, int ctas_per_sm, int warps) {
-    constexpr int D = decltype(d)::value, W = decltype(width)::value;
-    snprintf(name, 64, "warp ranges D=%d %dB loads %dx%dw", D, W, ctas_per_sm, warps);
+  auto ranges = [&](auto d, auto width, int ctas_per_sm, int warps, auto order) {
+    constexpr int D = decltype(d)::value, W = decltype(width)::value, O = decltype(order)::value;
+    const char* order_name[] = {"warp ranges", "grid-interleaved", "cta-interleaved"};
+    snprintf(name, 64, "%s D=%d %dB loads %dx%dw", order_name[O], D, W, ctas_per_sm, warps);
     bench(name, [&](uint4* p) {
-      read_warp_ranges<D, W><<<sms * ctas_per_sm, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), units, out);
+      read_warp_ranges<D, W, O><<<sms * ctas_per_sm, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), units, out);
     });
   };
   using std::integral_constant;
   #define IC(v) integral_constant<int, v>{}
-  ranges(IC(3), IC(8), 1, 16);   // the GEMV at k = 4
-  ranges(IC(6), IC(8), 1, 16);   // the GEMV's D at k = 2
-  ranges(IC(3), IC(16), 1, 16);
-  ranges(IC(6), IC(16), 1, 16);
-  ranges(IC(12), IC(8), 1, 16);
-  ranges(IC(3), IC(8), 2, 16);   // 32 warps per SM
-  ranges(IC(6), IC(8), 2, 16);
-  ranges(IC(3), IC(8), 1, 8);
-  ranges(IC(6), IC(8), 2, 8);
+  for (int rep = 0; rep < 2; ++rep) {  // the unit orders side by side, twice
+    ranges(IC(3), IC(8), 1, 16, IC(kOwnRange));
+    ranges(IC(3), IC(8), 1, 16, IC(kGridInterleaved));
+    ranges(IC(3), IC(8), 1, 16, IC(kCtaInterleaved));
+    ranges(IC(6), IC(8), 1, 16, IC(kGridInterleaved));
+    ranges(IC(6), IC(8), 1, 16, IC(kCtaInterleaved));
+  }
+  if (std::getenv("READ_FLOOR_ORDERS_ONLY")) return 0;
+  ranges(IC(3), IC(8), 1, 16, IC(kOwnRange));   // the GEMV at k = 4
+  ranges(IC(6), IC(8), 1, 16, IC(kOwnRange));   // the GEMV's D at k = 2
+  ranges(IC(3), IC(16), 1, 16, IC(kOwnRange));
+  ranges(IC(6), IC(16), 1, 16, IC(kOwnRange));
+  ranges(IC(12), IC(8), 1, 16, IC(kOwnRange));
+  ranges(IC(3), IC(8), 2, 16, IC(kOwnRange));   // 32 warps per SM
+  ranges(IC(6), IC(8), 2, 16, IC(kOwnRange));
+  ranges(IC(3), IC(8), 1, 8, IC(kOwnRange));
+  ranges(IC(6), IC(8), 2, 8, IC(kOwnRange));
   if (bytes != default_bytes) {
     for (int k : {2, 4}) {
       snprintf(name, 64, "grid-stride U=4 grid=%d", sms * k);
