@@ -5,7 +5,8 @@
 // rows [16 i, 16 i + 16), a piece of every row per step). Build and run on the GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90a bench/calibration/read_floor.cu -o read_floor && ./read_floor
 // H200 results: bench/results/h200-read-floor-51MB.txt. `./read_floor BYTES` reads BYTES
-// per call instead, and adds the GEMV's per-warp ring pattern (read_warp_ranges).
+// per call instead, and adds the GEMV's per-warp ring pattern (read_warp_ranges) in three
+// unit orders: bench/results/h200-read-floor-gemv-pattern-33MB-17MB.txt (the order does not matter).
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
