@@ -352,6 +352,8 @@ cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const Tenso
   // After our own rotation kernel (which lets dependents launch at once) the fused
   // kernel always uses PDL: its weight loads overlap the rotation of x.
   a.pdl = w.rotation().has_value();
+  for (int i = 0; i < w.codebook().levels(); ++i)
+    a.codebook16[i] = x.dtype == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
   return a;
 }
 

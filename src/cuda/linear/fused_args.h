@@ -26,6 +26,10 @@ struct FusedArgs : LinearOperands {
   bool x_vec = false;      // x rows 16-byte aligned and K % 8 == 0: 16-byte activation loads
   int max_ctas = 1 << 30;  // persistent grid size (SMs x resident CTAs)
   bool pdl = false;        // launch with programmatic stream serialization (weights load before the wait)
+  // The codebook as x's 16-bit type (round to nearest even), from the matrix's host copy:
+  // a parameter read, where a load through `meta` cost a global round trip before the
+  // first weight request (the CTA waits on it at a barrier).
+  uint16_t codebook16[32] = {};
   // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows each (stripes per
   // expert), x and y are [M, *] rows in expert order, expert e owning rows
   // [expert_offsets[e], expert_offsets[e + 1]) (device memory). Items run over the token
