@@ -78,15 +78,6 @@ struct PairLut {
   static constexpr int words = entries * replicas;  // 32 KB at most
 };
 
-template <typename T>
-__device__ __forceinline__ uint32_t to_bits16(float v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half_as_ushort(__float2half_rn(v));
-  } else {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  }
-}
-
 __device__ __forceinline__ uint2 load_stream(const uint2* p) {
   uint2 v;
   asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
