@@ -289,15 +289,22 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
   // From the parameters (FusedArgs::codebook16): a load through meta held every weight
   // request behind a global round trip (qwen3 2048 x 512, M = 16, k = 2: 3.82 -> 3.72 us).
-  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
-  __syncthreads();
+  // k = 2 reads its 4 levels at fixed parameter offsets (uniform, no barrier before the
+  // first weight requests: -1.1% geometric mean over 100 k = 2 cases, H200 A/B in one
+  // binary, 2026-12-01). k >= 3 puts them in shared memory for the pair table: each warp
+  // reading its lanes' levels from the parameters itself (16-32 addresses, served one at
+  // a time) made k = 3, 4 2-9% slower in the same A/B.
   uint32_t pool_lo = 0, pool_hi = 0;
   if constexpr (KB == 2) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      pool_lo |= (cb16[i] & 0xffu) << (8 * i);
-      pool_hi |= (cb16[i] >> 8) << (8 * i);
+      const uint32_t v = args.codebook16[i];
+      pool_lo |= (v & 0xffu) << (8 * i);
+      pool_hi |= (v >> 8) << (8 * i);
     }
+  } else {
+    if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
+    __syncthreads();
   }
   // The pair table (32 KB of stores and a barrier) is built by CTA items after their first
   // item's first D weight loads are issued, so that it overlaps their latency instead of

@@ -288,8 +288,21 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   stamp(kProbeLoadsIssued);
 
-  // The pair table from the normalised fp16 codebook in the arguments.
-  const uint16_t* cb16 = args.codebook16;
+  // The pair table from the normalised fp16 codebook in the arguments. k = 5: lane l holds
+  // level l (one parameter load per thread) and the 16 rounds of the table take their
+  // levels by shuffle, where indexed parameter loads (32 addresses per warp, served one
+  // at a time by the constant cache) made the call 1-2.4% slower (H200 A/B, 2026-12-01).
+  // k = 2..4 keep the parameter loads (4-16 addresses): shuffles were slower at k = 2
+  // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
+  // the weight requests instead (table 1-2 us later).
+  [[maybe_unused]] const uint32_t cb_lane = KB == 5 ? uint32_t(args.codebook16[lane]) : 0u;
+  auto level = [&](int i) -> uint32_t {
+    if constexpr (KB == 5) {
+      return __shfl_sync(0xffffffffu, cb_lane, i);  // every lane of the warp is here (loops of whole CTAs)
+    } else {
+      return args.codebook16[i];
+    }
+  };
   uint32_t lut_lane = 0;
   if constexpr (KB == 2) {
     const uint32_t lut = sbase + uint32_t(lut_off);
@@ -297,8 +310,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int i = int(threadIdx.x); i < 256 * 16; i += kThreads) {  // 16 x 16 bytes per entry (32 lanes)
       // quad code b: pair 0 = (b & 3, b >> 4 & 3), pair 1 = (b >> 2 & 3, b >> 6 & 3)
       const int b = i >> 4;
-      const uint32_t p0 = uint32_t(cb16[b & 3]) | uint32_t(cb16[(b >> 4) & 3]) << 16;
-      const uint32_t p1 = uint32_t(cb16[(b >> 2) & 3]) | uint32_t(cb16[(b >> 6) & 3]) << 16;
+      const uint32_t p0 = level(b & 3) | level((b >> 4) & 3) << 16;
+      const uint32_t p1 = level((b >> 2) & 3) | level((b >> 6) & 3) << 16;
       sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
     }
     lut_lane = lut + uint32_t(lane) * 8;
@@ -308,7 +321,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     constexpr int mask = (1 << KB) - 1;
     for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
       const int e = i >> 3;
-      const uint32_t v = uint32_t(cb16[e & mask]) | uint32_t(cb16[(e >> KB) & mask]) << 16;
+      const uint32_t v = level(e & mask) | level((e >> KB) & mask) << 16;
       sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
     }
     lut_lane = lut + uint32_t(lane) * 4;
@@ -316,7 +329,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     const uint32_t lut = sbase + uint32_t(lut_off);
     for (int i = int(threadIdx.x); i < (1 << (2 * KB)) * 8; i += kThreads) {
       const int entry = i >> 3;
-      const uint32_t v = uint32_t(cb16[entry & ((1 << KB) - 1)]) | uint32_t(cb16[entry >> KB]) << 16;
+      const uint32_t v = level(entry & ((1 << KB) - 1)) | level(entry >> KB) << 16;
       sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
     }
     lut_lane = lut + uint32_t(lane) * 4;
