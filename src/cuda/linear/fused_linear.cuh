@@ -53,8 +53,10 @@
 // the same run): M = 16, k = 4 q 21.6 us (1.59x; 25.0 before), o / shared_dn 22.4 (1.68x;
 // 27.2), Kimi latent 13.8 (1.13x; 16.5); M = 64 o 49.1 (67.1 before the re-tune, 83.6 before both).
 // Codebook from the parameters, x before the pair table (commit 1d8f891, A/B in one binary):
-// -1.3% on geometric mean at M = 8..32; Qwen3 2048 x 512, M = 16, k = 4 4.22 -> 3.89 us; but k = 5
-// at M = 1..4 2-7% slower across runs (32-address parameter load; NOTES.md).
+// -1.3% on geometric mean at M = 8..32; Qwen3 2048 x 512, M = 16, k = 4 4.22 -> 3.89 us. k = 2
+// without the codebook's copy and barrier (7dab939): -1.1%. Full run at 7dab939 (2026-12-01):
+// glm47 q M = 16, k = 4 22.27 us (1.56x cuBLAS bf16); Qwen3 2048 x 512 M = 1, k = 5 3.50 us
+// (0.96x), the same as at 1d8f891 (the k = 5 slowdown seen across machines was not the code).
 #pragma once
 
 #include <cuda_bf16.h>

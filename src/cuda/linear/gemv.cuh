@@ -296,6 +296,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
   // the weight requests instead (table 1-2 us later).
   [[maybe_unused]] const uint32_t cb_lane = KB == 5 ? uint32_t(args.codebook16[lane]) : 0u;
+  static_assert((1 << (2 * 5)) * 8 % kThreads == 0, "the k = 5 table loop runs whole warps (the shuffles)");
   auto level = [&](int i) -> uint32_t {
     if constexpr (KB == 5) {
       return __shfl_sync(0xffffffffu, cb_lane, i);  // every lane of the warp is here (loops of whole CTAs)
