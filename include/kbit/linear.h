@@ -35,9 +35,12 @@ LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_
 // shared memory (stripes: x read once per CTA instead of once per warp, for M >= 9), or
 // as stripes items of one warpgroup (4 warps, n_tiles 4 or 8: M >= 17) that multiply with
 // Hopper's wgmma.mma_async, the tensor cores reading x from shared memory (wgmma; sm_90a).
-enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma };
+// cta_shuffle: cta items whose decode takes each weight's level by warp shuffle instead of
+// from a shared-memory pair table (k >= 3; the same as cta at k = 2): no table to build,
+// for CTAs with only a few supertiles of work (small K); n_tiles 1 or 2.
+enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma, cta_shuffle };
 std::string_view linear_items_name(LinearItems i);
-LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes", "wgmma"
+LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes", "wgmma", "cta_shuffle"
 
 // What runs for one call. n_tiles, warps, splits and items describe the fused kernel.
 struct LinearPlan {

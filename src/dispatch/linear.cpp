@@ -65,6 +65,7 @@ cuda::detail::FusedItems fused_items(LinearItems items) {
     case LinearItems::warp: return cuda::detail::FusedItems::warp;
     case LinearItems::stripes: return cuda::detail::FusedItems::stripes;
     case LinearItems::wgmma: return cuda::detail::FusedItems::wgmma;
+    case LinearItems::cta_shuffle: return cuda::detail::FusedItems::cta_shuffle;
     default: return cuda::detail::FusedItems::cta;
   }
 }
@@ -143,7 +144,7 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
                                     LinearItems items, DType t) {
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
   const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, fused_items(items)}, t);
-  const bool cta = items == LinearItems::cta;
+  const bool cta = items == LinearItems::cta || items == LinearItems::cta_shuffle;
   if (cta && stripes * tiles >= kCtaNoSplitMinItems) return 1;
   int best = 1;
   double best_cost = 1e300;
@@ -173,10 +174,10 @@ constexpr detail::EnumNames<LinearPath, 4> kPathNames{
       {LinearPath::gemv, "gemv"},
       {LinearPath::fused_mma, "fused_mma"},
       {LinearPath::dequant_cublas, "dequant_cublas"}}}};
-constexpr detail::EnumNames<LinearItems, 5> kItemNames{
+constexpr detail::EnumNames<LinearItems, 6> kItemNames{
     "fused-kernel item mode",
     {{{LinearItems::automatic, "auto"}, {LinearItems::cta, "cta"}, {LinearItems::warp, "warp"},
-      {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}}}};
+      {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}, {LinearItems::cta_shuffle, "cta_shuffle"}}}};
 }  // namespace
 
 std::string_view linear_path_name(LinearPath p) { return kPathNames.name(p); }
@@ -243,11 +244,16 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     if (!o.n_tiles) p.n_tiles = wgmma_n_tiles(m);
     if (!o.warps) p.warps = 4;
   }
+  // cta_shuffle items not from such a table entry: token tiles of at most 16, unless the caller says.
+  if (p.items == LinearItems::cta_shuffle && !o.n_tiles && !(c && c->items == LinearItems::cta_shuffle))
+    p.n_tiles = std::min(p.n_tiles, 2);
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   KBIT_REQUIRE(p.items != LinearItems::wgmma || p.n_tiles >= 4, "linear: wgmma items take n_tiles 4 or 8, got ",
                p.n_tiles);
+  KBIT_REQUIRE(p.items != LinearItems::cta_shuffle || p.n_tiles <= 2,
+               "linear: cta_shuffle items take n_tiles 1 or 2, got ", p.n_tiles);
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);

@@ -97,6 +97,14 @@ std::vector<PathCase> path_cases(int64_t m) {
           v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                               " splits=" + std::to_string(splits) + " " + std::string(linear_items_name(items))});
         }
+  // cta items decoding by shuffle (no pair table): n_tiles 1 or 2
+  for (int nt : {1, 2})
+    for (int warps : {4, 8}) {
+      LinearOptions f;
+      f.path = LinearPath::fused_mma;
+      f.n_tiles = nt, f.warps = warps, f.items = LinearItems::cta_shuffle;
+      v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) + " cta_shuffle"});
+    }
   // wgmma items: one or two warpgroups, 32 or 64 tokens per tile (padded below that).
   for (int nt : {4, 8})
     for (int warps : {4, 8})
@@ -183,7 +191,8 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
           for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
         Buffer xd = upload(x), rd = upload(r), bd = upload(b);
         for (LinearItems items :
-             {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma}) {
+             {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma,
+              LinearItems::cta_shuffle}) {
           Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
           ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
           LinearOptions o;
@@ -264,9 +273,10 @@ TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
   for (int64_t m : {1, 3, 16, 64}) {
     std::vector<LinearOptions> plans(1);  // automatic
     if (m <= 4) plans.emplace_back().path = LinearPath::gemv;
-    for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma}) {
+    for (LinearItems items :
+         {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma, LinearItems::cta_shuffle}) {
       LinearOptions f;
-      f.path = LinearPath::fused_mma, f.items = items, f.splits = 3;
+      f.path = LinearPath::fused_mma, f.items = items, f.splits = items == LinearItems::cta_shuffle ? 1 : 3;
       plans.push_back(f);
     }
     const HostMatrix x = random_matrix(m, n, DType::bf16, 310 + uint64_t(m));

@@ -84,8 +84,18 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(ps.items, LinearItems::stripes);
   EXPECT_NE(ps.describe().find("items=stripes"), std::string::npos);
   for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes,
-                        LinearItems::wgmma})
+                        LinearItems::wgmma, LinearItems::cta_shuffle})
     EXPECT_EQ(parse_linear_items(linear_items_name(i)), i);
+  // cta_shuffle items: n_tiles 1 or 2 only
+  LinearOptions sh;
+  sh.items = LinearItems::cta_shuffle;
+  const LinearPlan psh = plan_linear(16, 2048, 512, 4, sh);
+  EXPECT_EQ(psh.items, LinearItems::cta_shuffle);
+  EXPECT_LE(psh.n_tiles, 2);
+  EXPECT_NE(psh.describe().find("items=cta_shuffle"), std::string::npos);
+  EXPECT_LE(plan_linear(64, 2048, 512, 4, sh).n_tiles, 2);  // clamped when not asked for
+  sh.n_tiles = 4;
+  EXPECT_THROW(plan_linear(32, 2048, 512, 4, sh), Error);
   // wgmma items: one warpgroup (4 warps) over 32 tokens up to M = 32, 64 above
   LinearOptions wg;
   wg.items = LinearItems::wgmma;

@@ -44,7 +44,9 @@ struct FusedArgs : LinearOperands {
 // CTA, which share the activations through a ring in shared memory; wgmma: stripes items of
 // one or two warpgroups (4 or 8 warps, n_tiles 4 or 8) multiplying with wgmma.mma_async, the activations
 // read from the ring by the tensor cores.
-enum class FusedItems : uint8_t { warp, cta, stripes, wgmma };
+// cta_shuffle: cta items that decode by warp shuffle with no pair table (k >= 3; n_tiles 1
+// or 2), for CTAs with too few supertiles to amortise the table's build.
+enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle };
 // Stripes and wgmma items: a CTA item of adjacent stripes, one per warp, the warps sharing
 // x through the CTA's ring (the item count, the ring and the split cost follow from it).
 constexpr bool items_share_x(FusedItems i) { return i == FusedItems::stripes || i == FusedItems::wgmma; }

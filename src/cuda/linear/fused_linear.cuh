@@ -57,6 +57,10 @@
 // without the codebook's copy and barrier (7dab939): -1.1%. Full run at 7dab939 (2026-12-01):
 // glm47 q M = 16, k = 4 22.27 us (1.56x cuBLAS bf16); Qwen3 2048 x 512 M = 1, k = 5 3.50 us
 // (0.96x), the same as at 1d8f891 (the k = 5 slowdown seen across machines was not the code).
+// cta_shuffle items (no pair table, levels by shuffle; tuned, 2026-12-01, cuBLAS bf16 in the same
+// run): Qwen3 2048 x 512 M = 1, k = 3 / 4 / 5 2.86 / 2.91 / 3.13 us (3.21 / 3.24 / 3.52 with the
+// table; cuBLAS 3.34), M = 16, k = 5 3.70 (4.10); picked by the tune on every Qwen3 shape at k >= 3
+// somewhere in M = 1..16 (3-11% faster there), and on glm47 moe_gu, moe_dn at M = 16.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -142,6 +146,16 @@ __device__ __forceinline__ uint32_t k3_gathered_codes(const uint32_t (&w)[6], in
   return (u & 0x0f0f0f0fu) | (t2 & ~0x0f0f0f0fu);
 }
 
+// The pair codes of k-step s of block j, one per byte (k = 5: their low 8 bits).
+template <int KB>
+__device__ __forceinline__ uint32_t pair_code_bytes(const uint32_t (&w)[2 * KB], int j, int s) {
+  if constexpr (KB == 3) {
+    return j < 3 ? w[2 * j + s] : k3_gathered_codes(w, s);
+  } else {
+    return w[2 * j + s];
+  }
+}
+
 // A registers (a0..a3) of k-step s of block j from a lane's 2k words. lut_lane is the
 // shared-memory address of this lane's replica of entry 0; entries are Replicas * 4 bytes apart.
 template <int KB, int Replicas = PairLut<KB>::replicas>
@@ -171,6 +185,33 @@ __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j,
       }
       a[r] = lds32(addr);
     }
+  }
+}
+
+// The same A registers with no table (cta_shuffle items): lane l holds level l mod 2^k in
+// cb_lane (x's 16-bit type in the low half) and each element's level comes from the
+// lane its code names. shfl.idx reads only bits 0-4 of the lane index, so a code needs no
+// mask when the bits above it are another code's (k = 3, 4: the lane index may carry up
+// to 5 - k bits of the neighbour, and lanes l and l + 2^k hold the same level).
+template <int KB>
+__device__ __forceinline__ void decode_pairs_shuffle(const uint32_t (&w)[2 * KB], int j, int s, uint32_t cb_lane,
+                                                     uint32_t (&a)[4]) {
+  static_assert(KB >= 3 && KB <= 5, "k = 2 decodes from its register pool");
+  const uint32_t codes = pair_code_bytes<KB>(w, j, s);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const uint32_t lo_index = codes >> (8 * r);  // element 0: bits 0..k-1 of byte r
+    uint32_t hi_index;                           // element 1: bits k..2k-1 of the pair code
+    if constexpr (KB == 5) {
+      // bits 5-7 of byte r, then bits 8-9 of the code from the high word (layout.h)
+      const int q16 = (j % 2) * 8 + s * 4 + r;
+      hi_index = ((codes >> (8 * r + 5)) & 7u) | ((w[8 + j / 2] >> (2 * q16)) << 3);
+    } else {
+      hi_index = codes >> (8 * r + KB);
+    }
+    const uint32_t lo = __shfl_sync(0xffffffffu, cb_lane, int(lo_index));
+    const uint32_t hi = __shfl_sync(0xffffffffu, cb_lane, int(hi_index));
+    a[r] = __byte_perm(lo, hi, 0x5410u);
   }
 }
 
@@ -251,7 +292,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // cta: the WARPS warps of a CTA share each item, interleaving its supertiles, and
   // reduce through shared memory; warp: each warp runs whole items on its own;
   // stripes: an item is WARPS adjacent stripes, one per warp, sharing x (see kFusedXSlots).
-  constexpr bool kCta = ITEMS == FusedItems::cta;
+  // cta_shuffle: cta items that decode by shuffle (decode_pairs_shuffle) and build no
+  // pair table, for CTAs whose few supertiles cannot amortise one.
+  constexpr bool kCta = ITEMS == FusedItems::cta || ITEMS == FusedItems::cta_shuffle;
+  constexpr bool kTable = KB >= 3 && ITEMS != FusedItems::cta_shuffle;
   // wgmma: stripes items whose warpgroups (4 warps, 64 rows each) multiply with one
   // wgmma.mma_async per 16 columns, the activations read by the tensor cores straight from
   // the ring, which then holds them in core-matrix order (see copy_x_tile).
@@ -263,17 +307,18 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // supertiles of weight loads in flight per warp
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
   using Lut = PairLut<KB>;
+  constexpr int kLutWords = kTable ? Lut::words : 0;
   using StageT = Stage<KB>;
   constexpr bool kPrefetchX = NT == 1 && !kShareX;  // M <= 8: next supertile's activations one step ahead
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
-  float* red = reinterpret_cast<float*>(smem + Lut::words);  // cta items: [WARPS][NT][4][32]
+  float* red = reinterpret_cast<float*>(smem + kLutWords);  // cta items: [WARPS][NT][4][32]
   constexpr int kRedWords = kCta ? WARPS * NT * 4 * 32 : 0;
   constexpr int kXSlotBytes = NT * 8 * kFusedXRowBytes;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   // stripes items: the CTA's activation ring, after the table.
-  const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + Lut::words + kRedWords));
+  const uint32_t x_ring = uint32_t(__cvta_generic_to_shared(smem + kLutWords + kRedWords));
   const DeviceMeta* meta = args.meta;
 
   // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh). Not for stripes
@@ -304,10 +349,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
       pool_lo |= (v & 0xffu) << (8 * i);
       pool_hi |= (v >> 8) << (8 * i);
     }
-  } else {
+  } else if constexpr (kTable) {
     if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
     __syncthreads();
   }
+  // cta_shuffle: lane l's level (its latency hides under the first weight requests').
+  [[maybe_unused]] const uint32_t cb_lane = kTable || KB == 2 ? 0u : uint32_t(args.codebook16[lane & ((1 << KB) - 1)]);
   // The pair table (32 KB of stores and a barrier) is built by CTA items after their first
   // item's first D weight loads are issued, so that it overlaps their latency instead of
   // delaying them (the GEMV's order); Qwen3's K = 512 shapes, a few supertiles per warp,
@@ -321,8 +368,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     }
     __syncthreads();
   };
-  bool table_pending = KB >= 3 && kCtaLoop;  // the same in every thread of the CTA
-  if constexpr (KB >= 3 && !kCtaLoop) build_pair_table();
+  bool table_pending = kTable && kCtaLoop;  // the same in every thread of the CTA
+  if constexpr (kTable && !kCtaLoop) build_pair_table();
   const float ts = meta->tensor_scale * kScalePairFactor<T>;
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
@@ -333,7 +380,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   if (args.expert_offsets) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    tile_start = reinterpret_cast<int32_t*>(smem + Lut::words + kRedWords + fused_x_ring_bytes<NT, ITEMS>() / 4);
+    tile_start = reinterpret_cast<int32_t*>(smem + kLutWords + kRedWords + fused_x_ring_bytes<NT, ITEMS>() / 4);
     build_tile_table(args.expert_offsets, args.experts, NT * 8, tile_start);
     items = tile_start[args.experts] * units;  // splits == 1
   }
@@ -463,7 +510,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     // previous kernel (PDL): then before the wait. x first: qwen3 2048 x 512, M = 16, k = 4
     // 4.22 -> 3.89 us (H200, A/B in one binary, 2026-12-01).
     const bool x_first = !args.pdl;
-    if constexpr (KB >= 3 && kCtaLoop) {
+    if constexpr (kTable && kCtaLoop) {
       if (table_pending && !x_first) build_pair_table(), table_pending = false;  // CTA-uniform: the barrier is safe
     }
     // Programmatic dependent launch: the weights above do not depend on the previous
@@ -476,7 +523,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
       for (int s = 0; s + 1 < kFusedXSlots; ++s) copy_x_tile(st_first + s, s);
     }
-    if constexpr (KB >= 3 && kCtaLoop) {
+    if constexpr (kTable && kCtaLoop) {
       if (table_pending) build_pair_table(), table_pending = false;  // CTA-uniform: the barrier is safe
     }
 
@@ -550,7 +597,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
             for (int s = 0; s < 2; ++s) {
               uint32_t a[4];
               const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
-              decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              if constexpr (KB >= 3 && !kTable) {
+                decode_pairs_shuffle<KB>(w, j, s, cb_lane, a);
+              } else {
+                decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              }
               a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
               a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
 #pragma unroll
@@ -655,7 +706,9 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 
 template <int KB, int NT, int WARPS, FusedItems ITEMS>
 constexpr size_t fused_smem_bytes(bool grouped = false) {
-  return size_t(PairLut<KB>::words) * 4 + (ITEMS == FusedItems::cta ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
+  constexpr bool cta = ITEMS == FusedItems::cta || ITEMS == FusedItems::cta_shuffle;
+  return (ITEMS == FusedItems::cta_shuffle ? 0 : size_t(PairLut<KB>::words) * 4) +
+         (cta ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
          fused_x_ring_bytes<NT, ITEMS>() +
          (grouped ? size_t(kbit::kMaxExperts + 1) * 4 : 0);  // the tile table
 }
@@ -708,14 +761,23 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   check_launch("fused linear kernel");
 }
 
-// Calls f.template operator()<T, NT, WARPS, ITEMS>() for the instantiation of (shape, dtype).
-template <typename F>
+// Calls f.template operator()<T, NT, WARPS, ITEMS>() for the instantiation of (shape, dtype)
+// at bit width KB (k = 2 has no pair table: its cta_shuffle items are its cta items).
+template <int KB, typename F>
 auto with_fused_instance(FusedShape s, DType t, F&& f) {
   auto typed = [&]<typename T>() {
     auto with_warps = [&]<int NT, int WARPS>() {
       switch (s.items) {
         case FusedItems::warp: return f.template operator()<T, NT, WARPS, FusedItems::warp>();
         case FusedItems::cta: return f.template operator()<T, NT, WARPS, FusedItems::cta>();
+        case FusedItems::cta_shuffle:
+          if constexpr (KB == 2) {
+            return f.template operator()<T, NT, WARPS, FusedItems::cta>();
+          } else if constexpr (NT <= 2) {
+            return f.template operator()<T, NT, WARPS, FusedItems::cta_shuffle>();
+          } else {
+            throw Error(kbit::detail::concat("fused linear: cta_shuffle items take n_tiles 1 or 2, got ", NT));
+          }
         case FusedItems::stripes: return f.template operator()<T, NT, WARPS, FusedItems::stripes>();
         case FusedItems::wgmma:
           if constexpr (NT == 4 || NT == 8) {
@@ -748,14 +810,14 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
 
 template <int KB>
 void launch_fused(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
-  with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, FusedItems ITEMS>() {
+  with_fused_instance<KB>(s, t, [&]<typename T, int NT, int WARPS, FusedItems ITEMS>() {
     launch_fused_instance<KB, T, NT, WARPS, ITEMS>(a, stream);
   });
 }
 
 template <int KB>
 int fused_occupancy(FusedShape s, DType t) {
-  return with_fused_instance(s, t, [&]<typename T, int NT, int WARPS, FusedItems ITEMS>() {
+  return with_fused_instance<KB>(s, t, [&]<typename T, int NT, int WARPS, FusedItems ITEMS>() {
     return occupancy_instance<KB, T, NT, WARPS, ITEMS>();
   });
 }

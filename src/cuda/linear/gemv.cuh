@@ -142,12 +142,7 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
                                             uint32_t (&a)[4]) {
   if constexpr (KB == 3 || KB == 4) {
     // address = lut + 256 * code + 4 * lane: the code byte goes straight into byte 1.
-    uint32_t codes;
-    if constexpr (KB == 3) {
-      codes = j < 3 ? w[2 * j + s] : k3_gathered_codes(w, s);
-    } else {
-      codes = w[2 * j + s];
-    }
+    const uint32_t codes = pair_code_bytes<KB>(w, j, s);
 #pragma unroll
     for (int r = 0; r < 4; ++r) a[r] = lds32(__byte_perm(codes, lut_lane, 0x7604u | (uint32_t(r) << 4)));
   } else if constexpr (KB == 2) {
