@@ -234,9 +234,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
               : small && m > 8 && m <= 16 && few_stripes ? 1
                                                          : default_n_tiles(m);
   p.warps = o.warps ? o.warps : c ? c->warps : small && ceil_div(k, 128) >= 8 ? 8 : 4;
+  const bool shuffle = small && bits >= 3 && p.n_tiles <= 2 && ceil_div(k, 128) <= detail::kShuffleMaxSupertiles &&
+                       ceil_div(n, 16) <= int64_t(current_sm_count());
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
             : large && p.n_tiles >= 2          ? LinearItems::stripes
+            : shuffle                          ? LinearItems::cta_shuffle
                                                : LinearItems::cta;
   // wgmma items not from a wgmma table entry (forced over a table entry of another item
   // mode, or untuned): one warpgroup over 32 or 64 tokens, unless the caller says.

@@ -23,6 +23,14 @@ inline constexpr int64_t kDefaultFusedMaxM = 32;
 // kv, moe_gu, moe_dn (8-16 M weights).
 inline constexpr int64_t kStripesMinWeights = int64_t(1) << 25;
 inline constexpr int64_t kLargeFusedMaxM = 64;
+// Untuned small W at k >= 3: cta_shuffle items (no pair table) where K has at most this many
+// 128-column supertiles and the 16-row stripes are no more than the SMs (one CTA's work each:
+// the table's build is then on the critical path). kbit tune on the H200 (2026-12-01, best
+// cta_shuffle against best cta plan, M = 1..16): 2048 x 512 0.90-0.97x, 512 x 2048 0.92-0.99x,
+// 1024 x 2048 0.96-0.99x, 2048 x 2048 0.96-1.04x; above the stripes limit they lost
+// (4096 x 2048 at k = 3, 4 1.02-1.08x; 5120 x 1536 at M <= 8 1.01-1.08x; 7168 x 3584 1.03-1.15x),
+// and so they did on longer K (2048 x 5120 1.00-1.13x).
+inline constexpr int64_t kShuffleMaxSupertiles = 16;
 
 struct LinearConfig {
   std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H200"

@@ -96,6 +96,18 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_LE(plan_linear(64, 2048, 512, 4, sh).n_tiles, 2);  // clamped when not asked for
   sh.n_tiles = 4;
   EXPECT_THROW(plan_linear(32, 2048, 512, 4, sh), Error);
+  // untuned small W at k >= 3: cta_shuffle items where K has <= 16 supertiles and the stripes
+  // are no more than the SMs (132 without a GPU); cta items otherwise
+  for (int64_t m : {8, 16}) {
+    const LinearPlan small_k = plan_linear(m, 1536, 1024, 4);
+    EXPECT_EQ(small_k.source, "heuristic");
+    EXPECT_EQ(small_k.path, LinearPath::fused_mma);
+    EXPECT_EQ(small_k.items, LinearItems::cta_shuffle) << "M = " << m;
+    EXPECT_LE(small_k.n_tiles, 2);
+    EXPECT_EQ(plan_linear(m, 1536, 1024, 2).items, LinearItems::cta);   // k = 2: no table to skip
+    EXPECT_EQ(plan_linear(m, 4160, 1024, 4).items, LinearItems::cta);   // 260 stripes
+    EXPECT_EQ(plan_linear(m, 1536, 2176, 4).items, LinearItems::cta);   // 17 supertiles
+  }
   // wgmma items: one warpgroup (4 warps) over 32 tokens up to M = 32, 64 above
   LinearOptions wg;
   wg.items = LinearItems::wgmma;
