@@ -9,6 +9,7 @@
 #include "bench/inputs.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
+#include "cuda/linear/fused_args.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
@@ -41,8 +42,8 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
       for (int splits : {1, 2, 3, 4, 6, 8, 12})
         for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::cta_shuffle}) {
           if ((items == LinearItems::cta && splits > 1) || (items == LinearItems::warp && splits > 2)) continue;
-          // cta items without the pair table: k >= 3, n_tiles 1 or 2, no splits (small K)
-          if (items == LinearItems::cta_shuffle && (splits > 1 || nt > 2 || bits < 3)) continue;
+          // cta items without the pair table: k >= 3, small n_tiles, no splits (small K)
+          if (items == LinearItems::cta_shuffle && (splits > 1 || nt > cuda::detail::kCtaShuffleMaxNTiles || bits < 3)) continue;
           LinearOptions o;
           o.path = LinearPath::fused_mma;
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;

@@ -80,12 +80,15 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   const LinearItems items = o.items != LinearItems::automatic ? o.items
                             : tiles_for_rows >= 2            ? LinearItems::stripes
                                                              : LinearItems::cta;
-  const int n_tiles = o.n_tiles                       ? o.n_tiles
-                      : items == LinearItems::wgmma ? wgmma_n_tiles(rows_per_expert)
-                                                    : tiles_for_rows;
+  const int n_tiles = o.n_tiles                             ? o.n_tiles
+                      : items == LinearItems::wgmma       ? wgmma_n_tiles(rows_per_expert)
+                      : items == LinearItems::cta_shuffle ? std::min(tiles_for_rows, cuda::detail::kCtaShuffleMaxNTiles)
+                                                          : tiles_for_rows;
   const int warps = o.warps ? o.warps : 4;
   KBIT_REQUIRE(items != LinearItems::wgmma || n_tiles >= 4, "expert_linear: wgmma items take n_tiles 4 or 8, got ",
                n_tiles);
+  KBIT_REQUIRE(items != LinearItems::cta_shuffle || n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,
+               "expert_linear: cta_shuffle items take n_tiles up to ", cuda::detail::kCtaShuffleMaxNTiles, ", got ", n_tiles);
   KBIT_REQUIRE(n_tiles == 1 || n_tiles == 2 || n_tiles == 4 || n_tiles == 8,
                "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
   KBIT_REQUIRE(warps == 4 || warps == 8, "expert_linear: warps must be 4 or 8, got ", warps);

@@ -234,7 +234,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
               : small && m > 8 && m <= 16 && few_stripes ? 1
                                                          : default_n_tiles(m);
   p.warps = o.warps ? o.warps : c ? c->warps : small && ceil_div(k, 128) >= 8 ? 8 : 4;
-  const bool shuffle = small && bits >= 3 && p.n_tiles <= 2 && ceil_div(k, 128) <= detail::kShuffleMaxSupertiles &&
+  const bool shuffle = small && bits >= 3 && p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles && ceil_div(k, 128) <= detail::kShuffleMaxSupertiles &&
                        ceil_div(n, 16) <= int64_t(current_sm_count());
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
@@ -249,14 +249,14 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   }
   // cta_shuffle items not from such a table entry: token tiles of at most 16, unless the caller says.
   if (p.items == LinearItems::cta_shuffle && !o.n_tiles && !(c && c->items == LinearItems::cta_shuffle))
-    p.n_tiles = std::min(p.n_tiles, 2);
+    p.n_tiles = std::min(p.n_tiles, cuda::detail::kCtaShuffleMaxNTiles);
   KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   KBIT_REQUIRE(p.items != LinearItems::wgmma || p.n_tiles >= 4, "linear: wgmma items take n_tiles 4 or 8, got ",
                p.n_tiles);
-  KBIT_REQUIRE(p.items != LinearItems::cta_shuffle || p.n_tiles <= 2,
-               "linear: cta_shuffle items take n_tiles 1 or 2, got ", p.n_tiles);
+  KBIT_REQUIRE(p.items != LinearItems::cta_shuffle || p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,
+               "linear: cta_shuffle items take n_tiles up to ", cuda::detail::kCtaShuffleMaxNTiles, ", got ", p.n_tiles);
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);

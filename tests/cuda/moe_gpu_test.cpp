@@ -191,8 +191,8 @@ void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int to
   ExpertLinearOptions shared_x = fused;  // stripes of a CTA sharing x (a partial group when N = 48)
   shared_x.items = LinearItems::stripes;
   variants.push_back({shared_x, "fused_mma items=stripes"});
-  ExpertLinearOptions shuffle = fused;  // cta items without the pair table, 8 tokens per tile
-  shuffle.items = LinearItems::cta_shuffle, shuffle.n_tiles = 1;
+  ExpertLinearOptions shuffle = fused;  // cta items without the pair table
+  shuffle.items = LinearItems::cta_shuffle;  // n_tiles clamped to kCtaShuffleMaxNTiles where the rows per expert would take 4 or 8
   variants.push_back({shuffle, "fused_mma items=cta_shuffle"});
   ExpertLinearOptions wgmma = fused;  // one warpgroup per 64 rows, 32 or 64 tokens per tile
   wgmma.items = LinearItems::wgmma;

@@ -47,6 +47,8 @@ struct FusedArgs : LinearOperands {
 // cta_shuffle: cta items that decode by warp shuffle with no pair table (k >= 3; n_tiles 1
 // or 2), for CTAs with too few supertiles to amortise the table's build.
 enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle };
+// The largest n_tiles cta_shuffle items are built for (their shuffles and 16 tokens fit in 128 registers).
+inline constexpr int kCtaShuffleMaxNTiles = 2;
 // Stripes and wgmma items: a CTA item of adjacent stripes, one per warp, the warps sharing
 // x through the CTA's ring (the item count, the ring and the split cost follow from it).
 constexpr bool items_share_x(FusedItems i) { return i == FusedItems::stripes || i == FusedItems::wgmma; }

@@ -773,10 +773,10 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
         case FusedItems::cta_shuffle:
           if constexpr (KB == 2) {
             return f.template operator()<T, NT, WARPS, FusedItems::cta>();
-          } else if constexpr (NT <= 2) {
+          } else if constexpr (NT <= kCtaShuffleMaxNTiles) {
             return f.template operator()<T, NT, WARPS, FusedItems::cta_shuffle>();
           } else {
-            throw Error(kbit::detail::concat("fused linear: cta_shuffle items take n_tiles 1 or 2, got ", NT));
+            throw Error(kbit::detail::concat("fused linear: cta_shuffle items take n_tiles up to ", kCtaShuffleMaxNTiles, ", got ", NT));
           }
         case FusedItems::stripes: return f.template operator()<T, NT, WARPS, FusedItems::stripes>();
         case FusedItems::wgmma:
