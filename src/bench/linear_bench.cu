@@ -176,6 +176,7 @@ class KbitLinearBackend : public Backend {
       : path_(path), pdl_(pdl), items_(items) {}
   std::string name() const override {
     if (items_ == LinearItems::wgmma) return "kbit_wgmma";
+    if (items_ == LinearItems::wgmma_tile) return "kbit_wgmma_tile";
     return path_ == LinearPath::automatic ? (pdl_ ? "kbit_linear_pdl" : "kbit_linear")
                                           : "kbit_" + std::string(linear_path_name(path_));
   }
@@ -223,6 +224,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
   if (name == "kbit_wgmma")
     return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma);
+  if (name == "kbit_wgmma_tile")
+    return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma_tile);
   if (name == "kbit_gemv") return std::make_unique<KbitLinearBackend>(LinearPath::gemv);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
@@ -280,7 +283,7 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 
 std::vector<std::string> backend_names() {
   return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_wgmma",
-          "kbit_dequant_cublas", "kbit_skinny", "fixture_wrong"};
+          "kbit_wgmma_tile", "kbit_dequant_cublas", "kbit_skinny", "fixture_wrong"};
 }
 
 namespace {

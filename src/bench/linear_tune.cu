@@ -61,6 +61,18 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
             o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = LinearItems::wgmma;
             add(o);
           }
+  // The tile kernel (wgmma_tile items) from 17 tokens: 64 tokens per tile (and 128 above 64),
+  // one or two warpgroups, splits where the tiles alone leave SMs idle.
+  if (kbit::cuda::detail::device_has_wgmma() && m > 16)
+    for (int nt : {8, 16})
+      for (int warps : {4, 8})
+        for (int splits : {1, 2, 3, 4}) {
+          if (nt == 16 && m <= 64) continue;
+          LinearOptions o;
+          o.path = LinearPath::fused_mma;
+          o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = LinearItems::wgmma_tile;
+          add(o);
+        }
   if (m >= 32) {
     LinearOptions o;
     o.path = LinearPath::dequant_cublas;

@@ -85,6 +85,7 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                       : items == LinearItems::cta_shuffle ? std::min(tiles_for_rows, cuda::detail::kCtaShuffleMaxNTiles)
                                                           : tiles_for_rows;
   const int warps = o.warps ? o.warps : 4;
+  KBIT_REQUIRE(items != LinearItems::wgmma_tile, "expert_linear: wgmma_tile items have no grouped mode (use stripes or wgmma)");
   KBIT_REQUIRE(items != LinearItems::wgmma || n_tiles >= 4, "expert_linear: wgmma items take n_tiles 4 or 8, got ",
                n_tiles);
   KBIT_REQUIRE(items != LinearItems::cta_shuffle || n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,

@@ -45,7 +45,14 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
   const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), int(s.items));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int v = 4;
-  if (cuda::device_available()) {
+  if (cuda::device_available() && s.items == cuda::detail::FusedItems::wgmma_tile) {
+    switch (bits) {
+      case 2: v = cuda::detail::tile_occupancy_k2(s, t); break;
+      case 3: v = cuda::detail::tile_occupancy_k3(s, t); break;
+      case 4: v = cuda::detail::tile_occupancy_k4(s, t); break;
+      default: v = cuda::detail::tile_occupancy_k5(s, t); break;
+    }
+  } else if (cuda::device_available()) {
     switch (bits) {
       case 2: v = cuda::detail::fused_occupancy_k2(s, t); break;
       case 3: v = cuda::detail::fused_occupancy_k3(s, t); break;
@@ -66,6 +73,7 @@ cuda::detail::FusedItems fused_items(LinearItems items) {
     case LinearItems::stripes: return cuda::detail::FusedItems::stripes;
     case LinearItems::wgmma: return cuda::detail::FusedItems::wgmma;
     case LinearItems::cta_shuffle: return cuda::detail::FusedItems::cta_shuffle;
+    case LinearItems::wgmma_tile: return cuda::detail::FusedItems::wgmma_tile;
     default: return cuda::detail::FusedItems::cta;
   }
 }
@@ -103,6 +111,16 @@ void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_
 
 void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,
                   cudaStream_t stream) {
+  if (s.items == cuda::detail::FusedItems::wgmma_tile) {
+    switch (bits) {
+      case 2: cuda::detail::launch_tile_k2(a, s, t, stream); break;
+      case 3: cuda::detail::launch_tile_k3(a, s, t, stream); break;
+      case 4: cuda::detail::launch_tile_k4(a, s, t, stream); break;
+      case 5: cuda::detail::launch_tile_k5(a, s, t, stream); break;
+      default: require_supported_bits(bits);
+    }
+    return;
+  }
   switch (bits) {
     case 2: cuda::detail::launch_fused_k2(a, s, t, stream); break;
     case 3: cuda::detail::launch_fused_k3(a, s, t, stream); break;
@@ -174,10 +192,11 @@ constexpr detail::EnumNames<LinearPath, 4> kPathNames{
       {LinearPath::gemv, "gemv"},
       {LinearPath::fused_mma, "fused_mma"},
       {LinearPath::dequant_cublas, "dequant_cublas"}}}};
-constexpr detail::EnumNames<LinearItems, 6> kItemNames{
+constexpr detail::EnumNames<LinearItems, 7> kItemNames{
     "fused-kernel item mode",
     {{{LinearItems::automatic, "auto"}, {LinearItems::cta, "cta"}, {LinearItems::warp, "warp"},
-      {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}, {LinearItems::cta_shuffle, "cta_shuffle"}}}};
+      {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}, {LinearItems::cta_shuffle, "cta_shuffle"},
+      {LinearItems::wgmma_tile, "wgmma_tile"}}}};
 }  // namespace
 
 std::string_view linear_path_name(LinearPath p) { return kPathNames.name(p); }
@@ -250,8 +269,18 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // cta_shuffle items not from such a table entry: token tiles of at most 16, unless the caller says.
   if (p.items == LinearItems::cta_shuffle && !o.n_tiles && !(c && c->items == LinearItems::cta_shuffle))
     p.n_tiles = std::min(p.n_tiles, cuda::detail::kCtaShuffleMaxNTiles);
-  KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
-               "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
+  // wgmma_tile items not from such a table entry: 64 tokens per tile up to M = 64, else 128;
+  // two warpgroups, unless the caller says.
+  if (p.items == LinearItems::wgmma_tile && !(c && c->items == LinearItems::wgmma_tile)) {
+    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : 16;
+    if (!o.warps) p.warps = 8;
+  }
+  if (p.items == LinearItems::wgmma_tile) {
+    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16, "linear: wgmma_tile items take n_tiles 8 or 16, got ", p.n_tiles);
+  } else {
+    KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
+                 "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
+  }
   KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
   KBIT_REQUIRE(p.items != LinearItems::wgmma || p.n_tiles >= 4, "linear: wgmma items take n_tiles 4 or 8, got ",
                p.n_tiles);

@@ -75,6 +75,22 @@ struct PathCase {
   LinearOptions o;
   std::string name;
 };
+// The tile kernel (wgmma_tile items): 64 or 128 tokens per tile (padded below that), one
+// or two warpgroups, with and without K splits.
+std::vector<PathCase> tile_cases() {
+  std::vector<PathCase> v;
+  for (int nt : {8, 16})
+    for (int warps : {4, 8})
+      for (int splits : {1, 3}) {
+        LinearOptions f;
+        f.path = LinearPath::fused_mma;
+        f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = LinearItems::wgmma_tile;
+        v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
+                            " splits=" + std::to_string(splits)});
+      }
+  return v;
+}
+
 std::vector<PathCase> path_cases(int64_t m) {
   std::vector<PathCase> v;
   v.push_back({{}, "auto"});
@@ -115,13 +131,14 @@ std::vector<PathCase> path_cases(int64_t m) {
         v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                             " splits=" + std::to_string(splits) + " wgmma"});
       }
+  for (const auto& t : tile_cases()) v.push_back(t);
   return v;
 }
 
 // For each (shape, k, dtype): one quantized W, one x of max(M) rows, the fp64 reference,
 // then every M (a prefix of x) through every path, with poisoned y.
 void check_shape(int64_t n, int64_t k, const std::vector<int64_t>& ms, const std::vector<int>& bits_list,
-                 bool all_paths, uint64_t seed) {
+                 bool all_paths, uint64_t seed, const std::vector<PathCase>* only = nullptr) {
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
   LinearWorkspace ws({max_m, n, k, true});
   for (int bits : bits_list)
@@ -132,8 +149,8 @@ void check_shape(int64_t n, int64_t k, const std::vector<int64_t>& ms, const std
       Buffer xd = upload(x);
       Buffer yd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
       for (int64_t m : ms) {
-        auto cases = path_cases(m);
-        if (!all_paths) cases.resize(m <= 4 ? 3 : 2);
+        auto cases = only ? *only : path_cases(m);
+        if (!only && !all_paths) cases.resize(m <= 4 ? 3 : 2);
         for (const auto& pc : cases) {
           const std::string what = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits) + " " +
                                    std::string(dtype_name(dt)) + " M=" + std::to_string(m) + " " + pc.name;
@@ -174,6 +191,17 @@ TEST(GpuLinear, ModelShapes) {
   check_shape(5120, 12288, {1, 2}, {2}, false, 406);
 }
 
+TEST(GpuLinear, WgmmaTileOnModelShapes) {
+  KBIT_SKIP_WITHOUT_GPU();
+  // The tile kernel where it is meant to run (M from 64 up): glm47 kv, qwen3 q, kimi latent,
+  // with partial token tiles (129, 200) and splits; plus the automatic plan.
+  auto cases = tile_cases();
+  cases.push_back({{}, "auto"});
+  check_shape(2048, 5120, {64, 129, 512}, {2, 3, 4, 5}, false, 601, &cases);
+  check_shape(4096, 2048, {64, 200}, {2, 4}, false, 602, &cases);
+  check_shape(7168, 3584, {128}, {3, 5}, false, 603, &cases);
+}
+
 TEST(GpuLinear, BiasResidualAndStridedViews) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 264, k = 1000, m = 12;
@@ -192,7 +220,7 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
         Buffer xd = upload(x), rd = upload(r), bd = upload(b);
         for (LinearItems items :
              {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma,
-              LinearItems::cta_shuffle}) {
+              LinearItems::cta_shuffle, LinearItems::wgmma_tile}) {
           Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
           ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
           LinearOptions o;
@@ -222,16 +250,20 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
 TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 4096, k = 5120;
-  LinearWorkspace ws({64, n, k, true});
+  LinearWorkspace ws({128, n, k, true});
   const Quantized q = quantize_random(n, k, 4, 77);
-  for (int64_t m : {1, 4, 16, 32, 64}) {
+  for (int64_t m : {1, 4, 16, 32, 64, 128}) {
     const HostMatrix x = random_matrix(m, k, DType::bf16, 78);
     Buffer xd = upload(x), y1 = Buffer::allocate(Memory::device, size_t(m * n) * 2),
            y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
     LinearOptions o;
     o.path = LinearPath::fused_mma;
     o.splits = 5;  // several splits: the reduction order must not depend on arrival order
-    o.items = m == 16 ? LinearItems::warp : m == 64 ? LinearItems::stripes : m == 32 ? LinearItems::wgmma : LinearItems::cta;
+    o.items = m == 16    ? LinearItems::warp
+              : m == 64  ? LinearItems::stripes
+              : m == 32  ? LinearItems::wgmma
+              : m == 128 ? LinearItems::wgmma_tile
+                         : LinearItems::cta;
     if (m <= 4) o = LinearOptions{}, o.path = LinearPath::gemv;  // stripes split between warps
     const TensorView xv{xd.data(), DType::bf16, m, k};
     linear(xv, q.device_mma16, MutableTensorView{y1.data(), DType::bf16, m, n}, ws, nullptr, o);
@@ -274,7 +306,8 @@ TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
     std::vector<LinearOptions> plans(1);  // automatic
     if (m <= 4) plans.emplace_back().path = LinearPath::gemv;
     for (LinearItems items :
-         {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma, LinearItems::cta_shuffle}) {
+         {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma, LinearItems::cta_shuffle,
+          LinearItems::wgmma_tile}) {
       LinearOptions f;
       f.path = LinearPath::fused_mma, f.items = items, f.splits = items == LinearItems::cta_shuffle ? 1 : 3;
       plans.push_back(f);
@@ -410,6 +443,9 @@ TEST(GpuLinear, BadInputIsAClearError) {
   LinearOptions bad_wgmma;
   bad_wgmma.items = LinearItems::wgmma, bad_wgmma.n_tiles = 2;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_wgmma); }, "wgmma items take n_tiles 4 or 8");
+  LinearOptions bad_tile;
+  bad_tile.items = LinearItems::wgmma_tile, bad_tile.n_tiles = 4;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_tile); }, "wgmma_tile items take n_tiles 8 or 16");
   std::vector<uint16_t> host_x(size_t(m * k));
   expect_error([&] { linear(TensorView{host_x.data(), DType::bf16, m, k}, q.device_mma16, y, ws, nullptr); },
                "not device memory");

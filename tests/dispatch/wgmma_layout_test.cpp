@@ -65,5 +65,77 @@ TEST(WgmmaLayout, AWarpsStoresHitEveryBankOnce) {
     }
 }
 
+// The tile kernel's x ring slot (tile_linear.cuh, copy_x_tile): thread i copies 16-byte chunk
+// i & 7 of token (i >> 3) % tokens in 64-column half (i >> 3) / tokens. Every chunk lands in
+// its own place, each quarter warp's 8 copies hit 8 different bank groups, and the wgmma
+// descriptors of k16 step q (half q / 4, 32 bytes per step inside it) read column 16q + k.
+TEST(WgmmaLayout, TileRingIsCoveredOnceConflictFreeAndReadInColumnOrder) {
+  for (int tokens : {64, 128}) {
+    const uint32_t half_bytes = uint32_t(tokens) * 128;
+    std::vector<int> seen(size_t(tokens) * 16, 0);
+    std::vector<int> column_at(size_t(tokens) * 128, -1), token_at(column_at.size(), -1);
+    for (int i = 0; i < tokens * 16; ++i) {
+      const int chunk = i & 7, r = i >> 3, tok = r % tokens, half = r / tokens;
+      const uint32_t off = uint32_t(half) * half_bytes + sw128_offset(tok, chunk);
+      ASSERT_EQ(off % 16, 0u);
+      ASSERT_LT(off / 16, seen.size());
+      ASSERT_EQ(seen[off / 16]++, 0) << "two chunks in one place";
+      for (int e = 0; e < 8; ++e) column_at[off / 2 + e] = half * 64 + chunk * 8 + e, token_at[off / 2 + e] = tok;
+    }
+    for (int i0 = 0; i0 < tokens * 16; i0 += 8) {  // quarter warps
+      std::set<uint32_t> banks;
+      for (int i = i0; i < i0 + 8; ++i) {
+        const int chunk = i & 7, r = i >> 3, tok = r % tokens, half = r / tokens;
+        banks.insert(((uint32_t(half) * half_bytes + sw128_offset(tok, chunk)) % 128) / 16);
+      }
+      EXPECT_EQ(banks.size(), 8u) << "bank conflict at thread " << i0;
+    }
+    for (int q = 0; q < 8; ++q)
+      for (int n = 0; n < tokens; ++n)
+        for (int k = 0; k < 16; ++k) {
+          const uint32_t off = sw128_read_offset(uint32_t(q / 4) * half_bytes + uint32_t(q % 4) * 32, n, k);
+          ASSERT_EQ(column_at[off / 2], 16 * q + k) << "q=" << q << " n=" << n << " k=" << k;
+          ASSERT_EQ(token_at[off / 2], n);
+        }
+  }
+}
+
+// The tile kernel's A buffer (one warpgroup: 4 warps x 16 rows x 128 columns): lane (g, c) of
+// warp wl stores its stripe rows g and g + 8, columns 32 j + 8c .. + 7 (block j = 2h + jb in
+// half h), at A rows 16 wl + a(g) (+ 8), a the inverse of tile_row_of. Every store lands in
+// its own place, a quarter warp's 8 stores hit 8 bank groups, wgmma reads row r, column
+// 16q + k at step q, and A row r holds the stripe's row tile_row_of(r % 8) + 8 (r % 16 / 8).
+TEST(WgmmaLayout, TileWeightBufferIsCoveredOnceConflictFreeAndReadInColumnOrder) {
+  constexpr uint32_t half_bytes = 64 * 128;
+  auto a_row = [](int g) { return (g >> 1) | ((g & 1) << 2); };  // tile_linear.cuh's tile_a_row
+  auto row_of = [](int r) { return ((r & 3) << 1) | (r >> 2); };  // fused_linear.cuh's tile_row_of
+  std::vector<int> column_at(64 * 128, -1), row_at(column_at.size(), -1);
+  for (int h = 0; h < 2; ++h)
+    for (int jb = 0; jb < 2; ++jb)
+      for (int hi = 0; hi < 2; ++hi)
+        for (int wl = 0; wl < 4; ++wl) {
+          std::set<uint32_t> banks[4];
+          for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane >> 2, c = lane & 3, j = 2 * h + jb;
+            const int row = 16 * wl + a_row(g) + 8 * hi, stripe_row = 16 * wl + g + 8 * hi;
+            const uint32_t off = uint32_t(h) * half_bytes + sw128_offset(row, 4 * jb + c);
+            banks[lane / 8].insert((off % 128) / 16);
+            for (int e = 0; e < 8; ++e) {
+              ASSERT_EQ(column_at[off / 2 + e], -1) << "two stores in one place";
+              column_at[off / 2 + e] = 32 * j + 8 * c + e, row_at[off / 2 + e] = stripe_row;
+            }
+          }
+          for (const auto& b : banks) EXPECT_EQ(b.size(), 8u) << "bank conflict: h=" << h << " jb=" << jb;
+        }
+  for (int g = 0; g < 8; ++g) EXPECT_EQ(row_of(a_row(g)), g);
+  for (int q = 0; q < 8; ++q)
+    for (int r = 0; r < 64; ++r)
+      for (int k = 0; k < 16; ++k) {
+        const uint32_t off = sw128_read_offset(uint32_t(q / 4) * half_bytes + uint32_t(q % 4) * 32, r, k);
+        ASSERT_EQ(column_at[off / 2], 16 * q + k) << "q=" << q << " r=" << r << " k=" << k;
+        ASSERT_EQ(row_at[off / 2], 16 * (r / 16) + row_of(r % 8) + 8 * (r % 16 / 8));
+      }
+}
+
 }  // namespace
 }  // namespace kbit::cuda::detail

@@ -46,14 +46,19 @@ struct FusedArgs : LinearOperands {
 // read from the ring by the tensor cores.
 // cta_shuffle: cta items that decode by warp shuffle with no pair table (k >= 3; n_tiles 1
 // or 2), for CTAs with too few supertiles to amortise the table's build.
-enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle };
+// wgmma_tile: the tile kernel (tile_linear.cuh, sm_90a): CTA tiles of `warps` stripes x 64
+// or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and multiplied by
+// wgmma.mma_async with both operands there, for M from 64 up.
+enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle, wgmma_tile };
 // The largest n_tiles cta_shuffle items are built for (their shuffles and 16 tokens fit in 128 registers).
 inline constexpr int kCtaShuffleMaxNTiles = 2;
 // Stripes and wgmma items: a CTA item of adjacent stripes, one per warp, the warps sharing
 // x through the CTA's ring (the item count, the ring and the split cost follow from it).
-constexpr bool items_share_x(FusedItems i) { return i == FusedItems::stripes || i == FusedItems::wgmma; }
+constexpr bool items_share_x(FusedItems i) {
+  return i == FusedItems::stripes || i == FusedItems::wgmma || i == FusedItems::wgmma_tile;
+}
 
-// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8), warps per CTA (4 or 8), item mode.
+// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8; wgmma_tile 8 or 16), warps per CTA (4 or 8), item mode.
 struct FusedShape {
   int n_tiles = 1;
   int warps = 4;
@@ -74,4 +79,13 @@ int fused_occupancy_k2(FusedShape s, DType t);
 int fused_occupancy_k3(FusedShape s, DType t);
 int fused_occupancy_k4(FusedShape s, DType t);
 int fused_occupancy_k5(FusedShape s, DType t);
+// The tile kernel (FusedItems::wgmma_tile; tile_linear_k{2,3,4,5}.cu).
+void launch_tile_k2(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+void launch_tile_k3(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+void launch_tile_k4(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+void launch_tile_k5(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream);
+int tile_occupancy_k2(FusedShape s, DType t);
+int tile_occupancy_k3(FusedShape s, DType t);
+int tile_occupancy_k4(FusedShape s, DType t);
+int tile_occupancy_k5(FusedShape s, DType t);
 }  // namespace kbit::cuda::detail

@@ -287,6 +287,106 @@ struct Stage {
   uint2 scales;
 };
 
+// k = 2's four levels (x's 16-bit type) as two byte pools for decode_pairs' prmt: low
+// bytes in pool_lo, high bytes in pool_hi.
+__device__ __forceinline__ void k2_level_pools(const uint16_t (&codebook16)[32], uint32_t& pool_lo, uint32_t& pool_hi) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t v = codebook16[i];
+    pool_lo |= (v & 0xffu) << (8 * i);
+    pool_hi |= (v >> 8) << (8 * i);
+  }
+}
+
+// One supertile's weight words (streamed, evict-first) and block scales of a lane, from its
+// stripe's words wbase and scales sbase. Never branches: supertiles past the warp's last
+// are clamped to it (loaded again, not used).
+template <int KB>
+__device__ __forceinline__ void load_weight_stage(Stage<KB>& sg, const uint2* wbase, const uint2* sbase, int st,
+                                                  int st_last) {
+  const int sc = min(st, st_last);
+  const uint2* p = wbase + sc * (int64_t(KB) * 32);
+#pragma unroll
+  for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(p + u * 32);
+  sg.scales = __ldg(sbase + int64_t(sc) * 8);
+}
+
+// The end of an item, per warp: its accumulators (rows of `stripe`, tokens m0..) are a
+// K split's partial when the item is one of several splits (the last split to arrive sums
+// them in split order, no float atomics), then scaled, biased, added to the residual and
+// stored. Shared by the fused kernel and the tile kernel (tile_linear.cuh), whose A rows
+// are permuted (kPermutedRows: accumulator row r of each 8 holds the stripe's row
+// tile_row_of(r); see there).
+__host__ __device__ constexpr int tile_row_of(int r) { return ((r & 3) << 1) | (r >> 2); }
+template <typename T, int NT, bool kPermutedRows = false>
+__device__ __forceinline__ void finish_item(const FusedArgs& args, float (&acc)[NT][4], int stripe, int split, int m0,
+                                            int m_end, float ts) {
+  const int lane = threadIdx.x & 31, c = lane & 3;
+  const int g = kPermutedRows ? tile_row_of(lane >> 2) : lane >> 2;  // the stripe's row (and + 8)
+  // Splits along K: every split stores its partial; the last to arrive sums them in split order.
+  if (args.splits > 1) {
+    const int64_t npad = int64_t(args.stripes) * 16, mpad = int64_t(args.tiles) * NT * 8;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+        args.partials[(split * mpad + t) * npad + row] = acc[nt][i];
+      }
+    __threadfence();
+    __syncwarp();
+    unsigned* counter = args.counters + int64_t(m0 / (NT * 8)) * args.stripes + stripe;
+    unsigned arrived = 0;
+    if (lane == 0) arrived = atomicAdd(counter, 1u);
+    arrived = __shfl_sync(0xffffffffu, arrived, 0);
+    if (arrived != unsigned(args.splits - 1)) return;
+    __threadfence();
+    // Split by split, all of a split's NT * 4 partials requested before any is added: one
+    // L2 round trip per split instead of one per value (ncu, glm47 q at M = 16: ~7% of
+    // the warps' stall samples sat on these loads). The sums keep split order.
+    float sum[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sum[nt][i] = 0.0f;
+    for (int sp = 0; sp < args.splits; ++sp) {
+      float part[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+          part[nt][i] = __ldcg(args.partials + (sp * mpad + t) * npad + row);
+        }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) sum[nt][i] += part[nt][i];
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] = sum[nt][i];
+    if (lane == 0) *counter = 0;  // ready for the next call on the stream
+  }
+
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* res = static_cast<const T*>(args.residual);
+  T* y = static_cast<T*>(args.y);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = stripe * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
+      if (row < args.N && t < m_end) {
+        float v = acc[nt][i] * ts;
+        if (bias) v += Element<T>::to_float(bias[row]);
+        if (res) v += Element<T>::to_float(res[int64_t(t) * args.ldr + row]);
+        y[int64_t(t) * args.ldy + row] = Element<T>::from_float(v);
+      }
+    }
+}
+
 template <int KB, typename T, int NT, int WARPS, FusedItems ITEMS>
 __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_linear_kernel(const FusedArgs args) {
   // cta: the WARPS warps of a CTA share each item, interleaving its supertiles, and
@@ -343,12 +443,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // a time) made k = 3, 4 2-9% slower in the same A/B.
   uint32_t pool_lo = 0, pool_hi = 0;
   if constexpr (KB == 2) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t v = args.codebook16[i];
-      pool_lo |= (v & 0xffu) << (8 * i);
-      pool_hi |= (v >> 8) << (8 * i);
-    }
+    k2_level_pools(args.codebook16, pool_lo, pool_hi);
   } else if constexpr (kTable) {
     if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
     __syncthreads();
@@ -423,14 +518,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     // values are loaded again and not used), and token rows past M read row M-1 (their
     // results are never stored).
     const int st_last = st_end - 1;
-    const int64_t unit_words = int64_t(KB) * 32;
-    auto load_stage = [&](StageT& sg, int st) {
-      const int sc = min(st, st_last);
-      const uint2* p = wbase + sc * unit_words;
-#pragma unroll
-      for (int u = 0; u < KB; ++u) sg.w[u] = load_stream(p + u * 32);
-      sg.scales = __ldg(sbase + int64_t(sc) * 8);
-    };
+    auto load_stage = [&](StageT& sg, int st) { load_weight_stage<KB>(sg, wbase, sbase, st, st_last); };
     // Activations: 16-byte loads where the supertile lies inside K (x_full_end), else the guarded path.
     const int x_full_end = args.x_vec ? args.K / 128 : 0;
     const uint16_t* xrow[NT];
@@ -639,68 +727,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
       if (warp != 0) continue;
     }
 
-    // Splits along K: every split stores its partial; the last to arrive sums them in split order.
-    if (args.splits > 1) {
-      const int64_t npad = int64_t(args.stripes) * 16, mpad = int64_t(args.tiles) * NT * 8;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-          args.partials[(split * mpad + t) * npad + row] = acc[nt][i];
-        }
-      __threadfence();
-      __syncwarp();
-      unsigned* counter = args.counters + int64_t(m0 / (NT * 8)) * args.stripes + stripe;
-      unsigned arrived = 0;
-      if (lane == 0) arrived = atomicAdd(counter, 1u);
-      arrived = __shfl_sync(0xffffffffu, arrived, 0);
-      if (arrived != unsigned(args.splits - 1)) continue;
-      __threadfence();
-      // Split by split, all of a split's NT * 4 partials requested before any is added: one
-      // L2 round trip per split instead of one per value (ncu, glm47 q at M = 16: ~7% of
-      // the warps' stall samples sat on these loads). The sums keep split order.
-      float sum[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) sum[nt][i] = 0.0f;
-      for (int sp = 0; sp < args.splits; ++sp) {
-        float part[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int64_t row = int64_t(stripe) * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-            part[nt][i] = __ldcg(args.partials + (sp * mpad + t) * npad + row);
-          }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) sum[nt][i] += part[nt][i];
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = sum[nt][i];
-      if (lane == 0) *counter = 0;  // ready for the next call on the stream
-    }
-
-    const T* bias = static_cast<const T*>(args.bias);
-    const T* res = static_cast<const T*>(args.residual);
-    T* y = static_cast<T*>(args.y);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = stripe * 16 + g + 8 * (i / 2), t = m0 + nt * 8 + 2 * c + (i & 1);
-        if (row < args.N && t < m_end) {
-          float v = acc[nt][i] * ts;
-          if (bias) v += Element<T>::to_float(bias[row]);
-          if (res) v += Element<T>::to_float(res[int64_t(t) * args.ldr + row]);
-          y[int64_t(t) * args.ldy + row] = Element<T>::from_float(v);
-        }
-      }
+    finish_item<T, NT>(args, acc, stripe, split, m0, m_end, ts);
   }
 }
 
@@ -787,6 +814,8 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
           } else {
             throw Error(kbit::detail::concat("fused linear: wgmma items take n_tiles 4 or 8, got ", NT));
           }
+        case FusedItems::wgmma_tile:
+          throw Error("fused linear: wgmma_tile items run the tile kernel (launch_tile_k*), not this one");
       }
       throw Error("fused linear: unknown item mode");
     };

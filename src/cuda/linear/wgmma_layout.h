@@ -43,4 +43,21 @@ KBIT_HD constexpr uint32_t wgmma_b_element_offset(int q, int n, int kappa) {
          uint32_t(n % 8) * 16 + uint32_t(kappa % 8) * 2;
 }
 
+// The tile kernel (tile_linear.cuh): K-major operands with the 128-byte swizzle, in atoms of
+// 8 rows x 64 16-bit elements (1024 bytes, 1024-byte aligned). The byte offset of 16-byte
+// chunk `chunk` (0..7, columns 8 chunk .. + 7 of the atom) of row `row` in a run of atoms
+// stacked along the rows: the hardware XORs address bits 4-6 with bits 7-9 (the row in the atom).
+constexpr uint32_t kSw128AtomBytes = 1024;
+KBIT_HD constexpr uint32_t sw128_offset(int row, int chunk) {
+  return uint32_t(row / 8) * kSw128AtomBytes + uint32_t(row % 8) * 128 + (uint32_t(chunk ^ (row % 8)) << 4);
+}
+
+// Where wgmma reads element (row, k) of a k16 step whose descriptor starts `start` bytes into
+// the atom run (the atom's start plus 32 bytes per k16 step), rows 1024 bytes apart per 8:
+// the unswizzled address, then the XOR.
+KBIT_HD constexpr uint32_t sw128_read_offset(uint32_t start, int row, int k) {
+  const uint32_t plain = start + uint32_t(row / 8) * kSw128AtomBytes + uint32_t(row % 8) * 128 + uint32_t(k) * 2;
+  return plain ^ (((plain >> 7) & 7u) << 4);
+}
+
 }  // namespace kbit::cuda::detail

@@ -3,6 +3,7 @@
 // live in skinny_<dtype>_nt<n>.cu and skinny_stream_<dtype>_nt<n>.cu).
 #include <cudaTypedefs.h>
 
+#include "../tensor_map.h"
 #include "skinny_kernel.cuh"
 #include "skinny_stream_kernel.cuh"
 
@@ -40,37 +41,6 @@ auto with_dtype_and_tiles(const SkinnyShape& s, DType t, F&& f) {
   if (t == DType::f16) return typed.template operator()<__half>();
   KBIT_REQUIRE(t == DType::bf16, "skinny kernel: dtype must be F16 or BF16, got ", dtype_name(t));
   return typed.template operator()<__nv_bfloat16>();
-}
-
-// cuTensorMapEncodeTiled from the driver, found through the runtime (no libcuda link).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    check_cuda(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found),
-               "skinny kernel: looking up cuTensorMapEncodeTiled");
-    KBIT_REQUIRE(found == cudaDriverEntryPointSuccess && f, "skinny kernel: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A 2-D map of a row-major 16-bit matrix [rows, cols] (row stride ld elements) in boxes
-// of box_rows x box_cols; reads outside the matrix fill zeros.
-CUtensorMap tensor_map_2d(const void* base, int64_t rows, int64_t cols, int64_t ld, int box_rows, int box_cols,
-                          const char* what) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
-  const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(base), dims,
-                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  KBIT_REQUIRE(r == CUDA_SUCCESS, "skinny kernel: encoding the TMA map of ", what, " [", rows, ", ", cols, "] (row stride ",
-               ld, ", box ", box_rows, " x ", box_cols, ") failed with CUresult ", int(r));
-  return map;
 }
 
 }  // namespace
@@ -136,8 +106,8 @@ void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStrea
                kMaxSkinnySharedBytes, ")");
   SkinnyArgs args = a;
   const int box = skinny::box_columns(s.kslice);
-  args.w_map = tensor_map_2d(a.w, a.N, a.K, a.ldw, 16 * s.stripes, box, "W");
-  if (a.x_vec) args.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, a.M, box, "A");
+  args.w_map = tensor_map_2d(a.w, a.N, a.K, a.ldw, 16 * s.stripes, box, false, "skinny kernel", "W");
+  if (a.x_vec) args.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, a.M, box, false, "skinny kernel", "A");
   with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { launch_skinny_nt<T, NT>(args, s, stream); });
 }
 

@@ -1,0 +1,279 @@
+// Tile kernel (the fused path's wgmma_tile items): y[M, N] = x[M, K] W^T (+ bias)
+// (+ residual) for larger M (64 tokens and up), W in the mma16 layout, x and y fp16 or
+// bf16, fp32 accumulation.
+//
+// Computes y^T = W x^T per CTA tile of WARPS x 16 rows of W (one 16-row stripe per warp,
+// 64 rows per warpgroup) by 8 * NT tokens (64 or 128), over a K split. Per supertile (128
+// columns) each warp decodes its stripe's 16 x 128 weights as the mma.sync path does
+// (k = 2: prmt from a register pool; k >= 3: levels by warp shuffle, no pair table) and
+// writes them as bf16/fp16 rows into a shared-memory A buffer (two, alternating), row g of
+// each 8 at A row tile_row_of^-1(g) so that a quarter warp's 16-byte stores hit 8 bank groups;
+// one thread copies the tokens' 128 columns of x with TMA (two 64-column boxes, mbarrier per
+// slot) into a ring of 4 slots, two supertiles ahead (x not 16-byte aligned: every thread
+// stores its share of the current supertile instead). Both are K-major with the 128-byte
+// swizzle (wgmma_ss.cuh), so that no reordering of K is needed. Each
+// warpgroup then issues 8 wgmma.mma_async m64nNk16 reading both operands from shared
+// memory, and decodes the next supertile while they run (one group in flight). Weights are
+// loaded into registers D supertiles ahead (streamed, evict-first), as in the fused kernel.
+// Splits along K and the epilogue are the fused kernel's (finish_item). Launch: persistent
+// CTAs (SMs x resident CTAs), items = (stripe group, K split, token tile), stripe groups
+// fastest so that the CTAs running at once share a token tile of x in L2.
+// Measured (H200, 2026-12-01, cuBLAS bf16 in the same run, BENCHMARKS.md): glm47 q (12288 x
+// 5120), k = 4, default plan: M = 64 44.7 us (cuBLAS 33.0), M = 512 161.2 (87.9), M = 4096
+// 1362.7 (649.2); tuned at M = 64 it is the fastest kbit plan on glm47's large projections (o
+// 41.5 us against the stripes items' 49.6; cuBLAS 38.8). Not yet faster than dequantize +
+// cuBLAS from M = 128 on: ncu (first version, M = 512) showed the loop issue-bound on the
+// decode (~700 instructions per warp and supertile at 255 registers, 2 warps per scheduler,
+// issue slots 40% busy) with the tensor cores waiting; TMA for x, the row permutation and
+// 32-bit descriptor arithmetic then took M = 512 from 227 to 161 us.
+#pragma once
+
+#include "../tensor_map.h"
+#include "fused_linear.cuh"
+#include "wgmma_ss.cuh"
+
+namespace kbit::cuda::detail {
+
+// Slots of the activation ring: TMA copies run kTileXSlots - 2 supertiles ahead, and the slot
+// refilled is the one read by the group two supertiles back (complete by then).
+constexpr int kTileXSlots = 4;
+
+// The tile kernel's parameters: the fused kernel's, and x's TMA map (boxes of 64 columns x
+// the token tile, 128-byte swizzle) when x_tma.
+struct TileArgs {
+  FusedArgs f;
+  CUtensorMap x_map;
+  bool x_tma = false;
+};
+
+template <int NT, int WARPS>
+constexpr size_t tile_smem_bytes() {
+  // x ring, two A buffers, the ring's mbarriers, and 1 KB to align the swizzle atoms to 1024 bytes.
+  return size_t(kTileXSlots) * NT * 8 * 256 + 2 * size_t(WARPS) * 16 * 256 + 8 * kTileXSlots + 1024;
+}
+
+// A row of lane g's stripe row g (and g + 8): the inverse of tile_row_of.
+__device__ __forceinline__ int tile_a_row(int g) { return (g >> 1) | ((g & 1) << 2); }
+
+template <int KB, typename T, int NT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid_constant__ TileArgs targs) {
+  static_assert(WARPS == 4 || WARPS == 8, "tile items: one or two warpgroups");
+  static_assert(NT == 8 || NT == 16, "tile items: 64 or 128 tokens");
+  const FusedArgs& args = targs.f;
+  constexpr int kTokens = NT * 8;
+  constexpr uint32_t kXSlotBytes = kTokens * 256;   // tokens x 128 columns x 2 bytes
+  constexpr uint32_t kXHalfBytes = kTokens * 128;   // 64 of the columns (one swizzle atom wide)
+  constexpr uint32_t kABufBytes = WARPS * 16 * 256;  // the CTA's rows x 128 columns
+  constexpr uint32_t kAGroupBytes = 64 * 256;       // one warpgroup's 64 rows
+  constexpr uint32_t kAHalfBytes = 64 * 128;        // 64 of their columns
+  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);  // supertiles of weight loads in flight per warp
+  constexpr int kStores = kTokens * 16 / (WARPS * 32);  // 16-byte x chunks per thread (no TMA)
+  static_assert(kStores * WARPS * 32 == kTokens * 16, "x chunks divide among the threads");
+  using StageT = Stage<KB>;
+  extern __shared__ __align__(16) uint8_t tile_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int wg = warp / 4, wl = warp % 4;
+  const uint32_t smem_base = (uint32_t(__cvta_generic_to_shared(tile_smem)) + 1023u) & ~1023u;
+  const uint32_t x_ring = smem_base, a_bufs = smem_base + kTileXSlots * kXSlotBytes;
+  const uint32_t x_bars = a_bufs + 2 * kABufBytes;  // one mbarrier per ring slot
+
+  if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kTileXSlots; ++s) mbarrier_init(x_bars + 8 * s, 1);
+    mbarrier_init_fence();
+  }
+  uint32_t pool_lo = 0, pool_hi = 0, cb_lane = 0;
+  if constexpr (KB == 2) {
+    k2_level_pools(args.codebook16, pool_lo, pool_hi);
+  } else {
+    cb_lane = uint32_t(args.codebook16[lane & ((1 << KB) - 1)]);
+  }
+  const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
+  const uint16_t* x = static_cast<const uint16_t*>(args.x);
+  const int units = (args.stripes + WARPS - 1) / WARPS;
+  const int items = units * args.splits * args.tiles;
+  // This lane's A rows and their byte offsets (the chunk is added per store): row g of the
+  // stripe goes to A row tile_a_row(g), so that lanes g = 2p, 2p + 1 of a quarter warp write
+  // rows p and p + 4 of an atom, whose swizzles differ in bit 2 (8 distinct bank groups).
+  const int a_row = 16 * wl + tile_a_row(g);
+  const bool x_tma = targs.x_tma;
+  uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
+
+  for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+    const int unit = item % units, split = (item / units) % args.splits;
+    int stripe = unit * WARPS + warp;
+    const bool stores = stripe < args.stripes;  // a warp past the last stripe streams it again, stores nothing
+    stripe = min(stripe, args.stripes - 1);
+    const int m0 = (item / (units * args.splits)) * kTokens;
+    const int st_begin = split * args.supertiles_per_split;
+    const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
+    const int st_last = st_end - 1;
+    const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
+    const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
+
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+    auto load_stage = [&](StageT& sg, int st) { load_weight_stage<KB>(sg, wbase, sbase, st, st_last); };
+    // TMA: thread 0 requests supertile st's two 64-column boxes of the token tile into the
+    // slot of CTA iteration `it` (rows past M and columns past K arrive as zeros).
+    auto request_x_tile = [&](int st, uint32_t it) {
+      if (threadIdx.x == 0 && st < st_end) {
+        const uint32_t slot = it % kTileXSlots, bar = x_bars + 8 * slot;
+        mbarrier_arrive_expect_tx(bar, kXSlotBytes);
+        tensor_copy_2d(x_ring + slot * kXSlotBytes, &targs.x_map, st * 128, m0, bar);
+        tensor_copy_2d(x_ring + slot * kXSlotBytes + kXHalfBytes, &targs.x_map, st * 128 + 64, m0, bar);
+      }
+    };
+
+    __syncthreads();  // every warp is done with the previous item's ring and A buffers (and the barriers are initialised)
+    StageT stages[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) load_stage(stages[d], st_begin + d);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x, residual, workspace: after the previous kernel
+    if (x_tma) {
+#pragma unroll
+      for (int s = 0; s < kTileXSlots - 2; ++s) request_x_tile(st_begin + s, iteration + s);
+    }
+
+    for (int st0 = st_begin; st0 < st_end; st0 += D) {
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        const int st = st0 + d;
+        if (st >= st_end) break;
+        const uint32_t slot = iteration % kTileXSlots;
+        const uint32_t x_tile = x_ring + slot * kXSlotBytes;
+        const StageT cur = stages[d];
+        load_stage(stages[d], st + D);
+        // Decode this warp's 16 x 128 weights into A buffer `iteration % 2` (free: its last
+        // reader, the group two supertiles back, completed before this warpgroup's last wait),
+        // blocks j = 2h, 2h + 1 (64 columns, one swizzle atom wide) at a time: rows g and g + 8,
+        // columns 32j + 8c .. + 7.
+        uint32_t w[2 * KB];
+#pragma unroll
+        for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
+        const uint32_t a_buf = a_bufs + (iteration & 1) * kABufBytes + uint32_t(wg) * kAGroupBytes;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int jb = 0; jb < 2; ++jb) {
+            const int j = 2 * h + jb;
+            const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
+            uint32_t a[2][4];
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              if constexpr (KB == 2) {
+                decode_pairs<KB>(w, j, s, 0u, pool_lo, pool_hi, a[s]);
+              } else {
+                decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
+              }
+            }
+            const uint32_t at = a_buf + uint32_t(h) * kAHalfBytes;
+            sts128(at + sw128_offset(a_row, 4 * jb + c),
+                   make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo), mul2<T>(a[1][0], s_lo), mul2<T>(a[1][2], s_lo)));
+            sts128(at + sw128_offset(a_row + 8, 4 * jb + c),
+                   make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi), mul2<T>(a[1][1], s_hi), mul2<T>(a[1][3], s_hi)));
+          }
+        }
+        if (!x_tma) {  // x not 16-byte aligned: this supertile's activations by plain loads (rare: not unrolled)
+#pragma unroll 1
+          for (int u = 0; u < kStores; ++u) {
+            const int i = int(threadIdx.x) + u * WARPS * 32;
+            const int chunk = i & 7, r = i >> 3, tok = r % kTokens, half = r / kTokens;
+            sts128(x_tile + uint32_t(half) * kXHalfBytes + sw128_offset(tok, chunk),
+                   load_x8(x, args.ldx, args.M, args.K, false, m0 + tok, st * 128 + half * 64 + chunk * 8));
+          }
+        }
+        // The decoded rows (generic-proxy stores) become visible to the tensor cores' reads,
+        // and this supertile's x has landed.
+        fence_proxy_async_shared();
+        if (x_tma) mbarrier_wait(x_bars + 8 * slot, (iteration / kTileXSlots) & 1);
+        __syncthreads();
+        if (x_tma) request_x_tile(st + kTileXSlots - 2, iteration + kTileXSlots - 2);  // into the slot read two back
+        wgmma_fence();
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const uint32_t k_off = uint32_t(q >> 2), k_in = uint32_t(q & 3) * 32;
+          wgmma_ss<T, NT>(acc, wgmma_desc_sw128(a_buf + k_off * kAHalfBytes + k_in),
+                          wgmma_desc_sw128(x_tile + k_off * kXHalfBytes + k_in));
+        }
+        wgmma_commit();
+        wgmma_wait_ss<1, NT>(acc);
+        ++iteration;
+      }
+    }
+    wgmma_wait_ss<0, NT>(acc);
+    if (!stores) continue;  // (the next item starts with a barrier every warp reaches)
+    finish_item<T, NT, true>(args, acc, stripe, split, m0, args.M, ts);
+  }
+}
+
+template <int KB, typename T, int NT, int WARPS>
+cudaError_t configure_tile_instance() {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      tile_linear_kernel<KB, T, NT, WARPS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_smem_bytes<NT, WARPS>()));
+  return configured;
+}
+
+// Calls f.template operator()<T, NT, WARPS>() for the tile instantiation of (shape, dtype).
+template <typename F>
+auto with_tile_instance(FusedShape s, DType t, F&& f) {
+  KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
+               kbit::cuda::device_description());
+  KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "fused linear: wgmma_tile items take 4 or 8 warps, got ", s.warps);
+  KBIT_REQUIRE(s.n_tiles == 8 || s.n_tiles == 16, "fused linear: wgmma_tile items take n_tiles 8 or 16, got ", s.n_tiles);
+  auto typed = [&]<typename T>() {
+    if (s.n_tiles == 8) return s.warps == 8 ? f.template operator()<T, 8, 8>() : f.template operator()<T, 8, 4>();
+    return s.warps == 8 ? f.template operator()<T, 16, 8>() : f.template operator()<T, 16, 4>();
+  };
+  if (t == DType::f16) return typed.template operator()<__half>();
+  KBIT_REQUIRE(t == DType::bf16, "fused linear: x must be F16 or BF16, got ", dtype_name(t));
+  return typed.template operator()<__nv_bfloat16>();
+}
+
+template <int KB>
+void launch_tile(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
+  KBIT_REQUIRE(a.expert_offsets == nullptr, "fused linear: wgmma_tile items have no grouped (expert) mode");
+  with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {
+    check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
+    KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
+    const int64_t items = (int64_t(a.stripes) + WARPS - 1) / WARPS * a.splits * a.tiles;
+    KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
+    const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
+    const size_t smem = tile_smem_bytes<NT, WARPS>();
+    TileArgs t{};
+    t.f = a;
+    // TMA needs a 16-byte aligned x with rows a multiple of 16 bytes apart (x_vec).
+    t.x_tma = a.x_vec;
+    if (t.x_tma) t.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, NT * 8, 64, true, "fused linear (tile)", "x");
+    if (a.pdl) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = grid, cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = &attr, cfg.numAttrs = 1;
+      check_cuda(cudaLaunchKernelEx(&cfg, tile_linear_kernel<KB, T, NT, WARPS>, t), "fused linear: PDL launch (tile)");
+    } else {
+      tile_linear_kernel<KB, T, NT, WARPS><<<grid, WARPS * 32, smem, stream>>>(t);
+    }
+    check_launch("fused linear tile kernel");
+  });
+}
+
+template <int KB>
+int tile_occupancy(FusedShape s, DType t) {
+  return with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {
+    check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
+    int blocks = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_linear_kernel<KB, T, NT, WARPS>, WARPS * 32,
+                                                             tile_smem_bytes<NT, WARPS>()),
+               "fused linear: occupancy (tile)");
+    return blocks;
+  });
+}
+
+}  // namespace kbit::cuda::detail
