@@ -40,7 +40,8 @@ LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_
 // for CTAs with only a few supertiles of work (small K); n_tiles 1 or 2.
 // wgmma_tile: a separate tile kernel (sm_90a) for M from 64 up: CTA tiles of `warps`
 // stripes x 64 or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and both
-// wgmma.mma_async operands read from there; no grouped (expert_linear) mode.
+// wgmma.mma_async operands read from there; n_tiles 32: 8 stripes x 256 tokens with the
+// decode in warps of its own (warp-specialised, no K splits); no grouped (expert_linear) mode.
 enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma, cta_shuffle, wgmma_tile };
 std::string_view linear_items_name(LinearItems i);
 LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes", "wgmma", "cta_shuffle", "wgmma_tile"
@@ -48,7 +49,7 @@ LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp"
 // What runs for one call. n_tiles, warps, splits and items describe the fused kernel.
 struct LinearPlan {
   LinearPath path = LinearPath::fused_mma;
-  int n_tiles = 1;  // tokens per item / 8: 1, 2, 4 or 8 (wgmma_tile: 8 or 16)
+  int n_tiles = 1;  // tokens per item / 8: 1, 2, 4 or 8 (wgmma_tile: 8, 16 or 32)
   int warps = 4;    // warps per CTA: 4 or 8
   int splits = 1;   // items per 16-row stripe along K
   LinearItems items = LinearItems::cta;

@@ -73,6 +73,12 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = LinearItems::wgmma_tile;
           add(o);
         }
+  if (kbit::cuda::detail::device_has_wgmma() && m > 128) {  // the warp-specialised tile kernel: 256 tokens
+    LinearOptions o;
+    o.path = LinearPath::fused_mma;
+    o.n_tiles = 32, o.items = LinearItems::wgmma_tile;
+    add(o);
+  }
   if (m >= 32) {
     LinearOptions o;
     o.path = LinearPath::dequant_cublas;

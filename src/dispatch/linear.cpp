@@ -269,14 +269,16 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // cta_shuffle items not from such a table entry: token tiles of at most 16, unless the caller says.
   if (p.items == LinearItems::cta_shuffle && !o.n_tiles && !(c && c->items == LinearItems::cta_shuffle))
     p.n_tiles = std::min(p.n_tiles, cuda::detail::kCtaShuffleMaxNTiles);
-  // wgmma_tile items not from such a table entry: 64 tokens per tile up to M = 64, else 128;
-  // two warpgroups, unless the caller says.
+  // wgmma_tile items not from such a table entry: 64 tokens per tile up to M = 64, 128 up to
+  // M = 128, else 256 (the warp-specialised kernel); two warpgroups, unless the caller says.
   if (p.items == LinearItems::wgmma_tile && !(c && c->items == LinearItems::wgmma_tile)) {
-    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : 16;
+    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 ? 16 : 32;
     if (!o.warps) p.warps = 8;
   }
   if (p.items == LinearItems::wgmma_tile) {
-    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16, "linear: wgmma_tile items take n_tiles 8 or 16, got ", p.n_tiles);
+    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32,
+                 "linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", p.n_tiles);
+    if (p.n_tiles == 32) p.warps = 8;  // the warp-specialised kernel's 8 MMA warps (plus 4 that decode)
   } else {
     KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                  "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);

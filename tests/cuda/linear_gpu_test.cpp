@@ -88,6 +88,10 @@ std::vector<PathCase> tile_cases() {
         v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                             " splits=" + std::to_string(splits)});
       }
+  LinearOptions ws;  // the warp-specialised kernel: 256 tokens, no splits
+  ws.path = LinearPath::fused_mma;
+  ws.n_tiles = 32, ws.items = LinearItems::wgmma_tile;
+  v.push_back({ws, "tile nt=32 (warp-specialised)"});
   return v;
 }
 
@@ -197,7 +201,7 @@ TEST(GpuLinear, WgmmaTileOnModelShapes) {
   // with partial token tiles (129, 200) and splits; plus the automatic plan.
   auto cases = tile_cases();
   cases.push_back({{}, "auto"});
-  check_shape(2048, 5120, {64, 129, 512}, {2, 3, 4, 5}, false, 601, &cases);
+  check_shape(2048, 5120, {64, 129, 512, 600}, {2, 3, 4, 5}, false, 601, &cases);
   check_shape(4096, 2048, {64, 200}, {2, 4}, false, 602, &cases);
   check_shape(7168, 3584, {128}, {3, 5}, false, 603, &cases);
 }
@@ -312,6 +316,9 @@ TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
       f.path = LinearPath::fused_mma, f.items = items, f.splits = items == LinearItems::cta_shuffle ? 1 : 3;
       plans.push_back(f);
     }
+    LinearOptions ws_tile;  // the warp-specialised tile kernel (256 tokens, no splits)
+    ws_tile.path = LinearPath::fused_mma, ws_tile.items = LinearItems::wgmma_tile, ws_tile.n_tiles = 32;
+    plans.push_back(ws_tile);
     const HostMatrix x = random_matrix(m, n, DType::bf16, 310 + uint64_t(m));
     Buffer x0 = upload(x);
     std::vector<Buffer> act;
@@ -445,7 +452,7 @@ TEST(GpuLinear, BadInputIsAClearError) {
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_wgmma); }, "wgmma items take n_tiles 4 or 8");
   LinearOptions bad_tile;
   bad_tile.items = LinearItems::wgmma_tile, bad_tile.n_tiles = 4;
-  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_tile); }, "wgmma_tile items take n_tiles 8 or 16");
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_tile); }, "wgmma_tile items take n_tiles 8, 16 or 32");
   std::vector<uint16_t> host_x(size_t(m * k));
   expect_error([&] { linear(TensorView{host_x.data(), DType::bf16, m, k}, q.device_mma16, y, ws, nullptr); },
                "not device memory");

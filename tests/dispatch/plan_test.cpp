@@ -86,17 +86,23 @@ TEST(LinearPlan, PathsByM) {
   for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes,
                         LinearItems::wgmma, LinearItems::cta_shuffle, LinearItems::wgmma_tile})
     EXPECT_EQ(parse_linear_items(linear_items_name(i)), i);
-  // wgmma_tile items: 64 tokens per tile up to M = 64, 128 above, two warpgroups; n_tiles 8 or 16
+  // wgmma_tile items: 64 tokens per tile up to M = 64, 128 up to 128, 256 above; n_tiles 8, 16 or 32
   LinearOptions tl;
   tl.path = LinearPath::fused_mma, tl.items = LinearItems::wgmma_tile;
-  const LinearPlan ptl = plan_linear(512, 12288, 5120, 4, tl);
+  const LinearPlan ptl = plan_linear(128, 12288, 5120, 4, tl);
   EXPECT_EQ(ptl.items, LinearItems::wgmma_tile);
   EXPECT_EQ(ptl.n_tiles, 16);
+  EXPECT_EQ(plan_linear(512, 12288, 5120, 4, tl).n_tiles, 32);
   EXPECT_EQ(ptl.warps, 8);
-  EXPECT_EQ(ptl.splits, 1);
+  EXPECT_LE(ptl.splits * 128, 256);  // the partials workspace bounds splits
   EXPECT_EQ(plan_linear(64, 12288, 5120, 4, tl).n_tiles, 8);
   EXPECT_EQ(plan_linear(3, 100, 96, 2, tl).n_tiles, 8);  // padded tokens
   EXPECT_NE(ptl.describe().find("items=wgmma_tile"), std::string::npos);
+  tl.n_tiles = 32;  // the warp-specialised kernel: 8 MMA warps, no splits
+  const LinearPlan pws = plan_linear(4096, 12288, 5120, 4, tl);
+  EXPECT_EQ(pws.n_tiles, 32);
+  EXPECT_EQ(pws.warps, 8);
+  EXPECT_EQ(pws.splits, 1);
   tl.n_tiles = 4;
   EXPECT_THROW(plan_linear(64, 12288, 5120, 4, tl), Error);
   tl.n_tiles = 16, tl.splits = 8;

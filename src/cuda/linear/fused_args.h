@@ -48,7 +48,8 @@ struct FusedArgs : LinearOperands {
 // or 2), for CTAs with too few supertiles to amortise the table's build.
 // wgmma_tile: the tile kernel (tile_linear.cuh, sm_90a): CTA tiles of `warps` stripes x 64
 // or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and multiplied by
-// wgmma.mma_async with both operands there, for M from 64 up.
+// wgmma.mma_async with both operands there, for M from 64 up; n_tiles 32: the
+// warp-specialised variant, 8 stripes x 256 tokens.
 enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle, wgmma_tile };
 // The largest n_tiles cta_shuffle items are built for (their shuffles and 16 tokens fit in 128 registers).
 inline constexpr int kCtaShuffleMaxNTiles = 2;
@@ -58,7 +59,7 @@ constexpr bool items_share_x(FusedItems i) {
   return i == FusedItems::stripes || i == FusedItems::wgmma || i == FusedItems::wgmma_tile;
 }
 
-// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8; wgmma_tile 8 or 16), warps per CTA (4 or 8), item mode.
+// Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8; wgmma_tile 8, 16 or 32), warps per CTA (4 or 8), item mode.
 struct FusedShape {
   int n_tiles = 1;
   int warps = 4;

@@ -318,13 +318,14 @@ __device__ __forceinline__ void load_weight_stage(Stage<KB>& sg, const uint2* wb
 // are permuted (kPermutedRows: accumulator row r of each 8 holds the stripe's row
 // tile_row_of(r); see there).
 __host__ __device__ constexpr int tile_row_of(int r) { return ((r & 3) << 1) | (r >> 2); }
-template <typename T, int NT, bool kPermutedRows = false>
+// kSplits = false: the caller never splits K (no partials code, for 256-token tiles).
+template <typename T, int NT, bool kPermutedRows = false, bool kSplits = true>
 __device__ __forceinline__ void finish_item(const FusedArgs& args, float (&acc)[NT][4], int stripe, int split, int m0,
                                             int m_end, float ts) {
   const int lane = threadIdx.x & 31, c = lane & 3;
   const int g = kPermutedRows ? tile_row_of(lane >> 2) : lane >> 2;  // the stripe's row (and + 8)
   // Splits along K: every split stores its partial; the last to arrive sums them in split order.
-  if (args.splits > 1) {
+  if (kSplits && args.splits > 1) {
     const int64_t npad = int64_t(args.stripes) * 16, mpad = int64_t(args.tiles) * NT * 8;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)

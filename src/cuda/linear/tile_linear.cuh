@@ -25,7 +25,10 @@
 // cuBLAS from M = 128 on: ncu (first version, M = 512) showed the loop issue-bound on the
 // decode (~700 instructions per warp and supertile at 255 registers, 2 warps per scheduler,
 // issue slots 40% busy) with the tensor cores waiting; TMA for x, the row permutation and
-// 32-bit descriptor arithmetic then took M = 512 from 227 to 161 us.
+// 32-bit descriptor arithmetic then took M = 512 from 227 to 161 us. The warp-specialised
+// variant (n_tiles 32, tile_ws_kernel below; same day): M = 4096 1033 us (cuBLAS 734,
+// dequantize + cuBLAS 779), M = 512 155 (84.3; 129.7); glm47 shared_gu at M = 512 245 us,
+// faster than dequantize + cuBLAS (259; cuBLAS bf16 164).
 #pragma once
 
 #include "../tensor_map.h"
@@ -211,6 +214,168 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   }
 }
 
+// Warp-specialised tile kernel (wgmma_tile items with n_tiles 32): CTA tiles of 8 stripes
+// (128 rows of W) x 256 tokens. Warpgroup 0 decodes (warp w: stripes w and w + 4) into a
+// ring of kWsStages half-supertile stages (A: 128 rows x 64 columns, 16 KB) and thread 0
+// copies x's matching 256 x 64 box by TMA into the stage (32 KB); warpgroups 1 and 2 only
+// wait for a full stage, issue 4 wgmma.mma_async m64n256k16 over their 64 rows, and release
+// the stage the group before read (one group in flight). 128 fp32 accumulators per consumer
+// thread, which is why the decode lives in other warps. Barriers per stage: full (4 decode
+// warps + the TMA's expected bytes) and empty (8 consumer warps). No K splits (256 tokens
+// fill the partials workspace); x must be 16-byte aligned (TMA), else the launcher runs the
+// 128-token kernel. 384 threads, one CTA per SM, persistent over (stripe group, token tile).
+constexpr int kWsStages = 4;
+constexpr size_t tile_ws_smem_bytes() {
+  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages + 1024;
+}
+
+template <int KB, typename T>
+__global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__ TileArgs targs) {
+  constexpr int NT = 32, kTokens = 256, kStripes = 8;
+  constexpr uint32_t kABytes = 128 * 128;       // a stage's A: 128 rows x 64 columns
+  constexpr uint32_t kXBytes = kTokens * 128;   // a stage's x: 256 tokens x 64 columns
+  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
+  using StageT = Stage<KB>;
+  const FusedArgs& args = targs.f;
+  extern __shared__ __align__(16) uint8_t tile_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int wg = warp / 4, wl = warp % 4;
+  const uint32_t smem_base = (uint32_t(__cvta_generic_to_shared(tile_smem)) + 1023u) & ~1023u;
+  const uint32_t a_ring = smem_base, x_ring = smem_base + kWsStages * kABytes;
+  const uint32_t full_bars = x_ring + kWsStages * kXBytes, empty_bars = full_bars + 8 * kWsStages;
+
+  if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWsStages; ++s) {
+      mbarrier_init(full_bars + 8 * s, 5);   // 4 decode warps + the TMA's arrive.expect_tx
+      mbarrier_init(empty_bars + 8 * s, 8);  // the 8 MMA warps
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const int units = (args.stripes + kStripes - 1) / kStripes;
+  const int items = units * args.tiles;  // splits == 1
+
+  if (wg == 0) {  // decode warps
+    uint32_t pool_lo = 0, pool_hi = 0, cb_lane = 0;
+    if constexpr (KB == 2) {
+      k2_level_pools(args.codebook16, pool_lo, pool_hi);
+    } else {
+      cb_lane = uint32_t(args.codebook16[lane & ((1 << KB) - 1)]);
+    }
+    const int a_row = 16 * wl + tile_a_row(g);  // stripe w's rows; stripe w + 4 64 rows on
+    uint32_t it = 0;
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+      const int unit = item % units, m0 = (item / units) * kTokens;
+      const int s0 = min(unit * kStripes + wl, args.stripes - 1), s1 = min(unit * kStripes + wl + 4, args.stripes - 1);
+      const int st_last = args.supertiles - 1;
+      const uint2* wb0 = args.words + int64_t(s0) * args.supertiles * KB * 32 + lane;
+      const uint2* wb1 = args.words + int64_t(s1) * args.supertiles * KB * 32 + lane;
+      const uint2* sb0 = args.scales + int64_t(s0) * args.supertiles * 8 + g;
+      const uint2* sb1 = args.scales + int64_t(s1) * args.supertiles * 8 + g;
+      StageT st0[D], st1[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        load_weight_stage<KB>(st0[d], wb0, sb0, d, st_last);
+        load_weight_stage<KB>(st1[d], wb1, sb1, d, st_last);
+      }
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x: after the previous kernel
+      for (int sb = 0; sb < args.supertiles; sb += D) {
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          const int st = sb + d;
+          if (st >= args.supertiles) break;
+          const StageT cur0 = st0[d], cur1 = st1[d];
+          load_weight_stage<KB>(st0[d], wb0, sb0, st + D, st_last);
+          load_weight_stage<KB>(st1[d], wb1, sb1, st + D, st_last);
+          uint32_t w0[2 * KB], w1[2 * KB];
+#pragma unroll
+          for (int u = 0; u < KB; ++u) {
+            w0[2 * u] = cur0.w[u].x, w0[2 * u + 1] = cur0.w[u].y;
+            w1[2 * u] = cur1.w[u].x, w1[2 * u + 1] = cur1.w[u].y;
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {  // one stage per 64 columns
+            const uint32_t stage = it % kWsStages;
+            mbarrier_wait(empty_bars + 8 * stage, ((it / kWsStages) & 1) ^ 1);  // a fresh barrier passes
+            if (threadIdx.x == 0) {
+              mbarrier_arrive_expect_tx(full_bars + 8 * stage, kXBytes);
+              tensor_copy_2d(x_ring + stage * kXBytes, &targs.x_map, st * 128 + 64 * h, m0, full_bars + 8 * stage);
+            }
+            const uint32_t a_st = a_ring + stage * kABytes;
+#pragma unroll
+            for (int jb = 0; jb < 2; ++jb) {
+              const int j = 2 * h + jb;
+#pragma unroll
+              for (int which = 0; which < 2; ++which) {
+                const uint32_t(&w)[2 * KB] = which ? w1 : w0;
+                const uint2 scales = which ? cur1.scales : cur0.scales;
+                const uint32_t s_lo = scale_pair<T>(scales.x, j), s_hi = scale_pair<T>(scales.y, j);
+                uint32_t a[2][4];
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                  if constexpr (KB == 2) {
+                    decode_pairs<KB>(w, j, s, 0u, pool_lo, pool_hi, a[s]);
+                  } else {
+                    decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
+                  }
+                }
+                const int row = a_row + 64 * which;
+                sts128(a_st + sw128_offset(row, 4 * jb + c), make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo),
+                                                                         mul2<T>(a[1][0], s_lo), mul2<T>(a[1][2], s_lo)));
+                sts128(a_st + sw128_offset(row + 8, 4 * jb + c),
+                       make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi), mul2<T>(a[1][1], s_hi),
+                                  mul2<T>(a[1][3], s_hi)));
+              }
+            }
+            fence_proxy_async_shared();  // the decoded rows, for the tensor cores' reads
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(full_bars + 8 * stage);
+            ++it;
+          }
+        }
+      }
+    }
+  } else {  // MMA warpgroups: rows 64 (wg - 1) .. + 63 of the tile
+    const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
+    const uint32_t a_rows = uint32_t(wg - 1) * 64 * 128;
+    uint32_t it = 0;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+      const int unit = item % units, m0 = (item / units) * kTokens;
+      int stripe = unit * kStripes + 4 * (wg - 1) + wl;
+      const bool stores = stripe < args.stripes;
+      stripe = min(stripe, args.stripes - 1);
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+      const uint32_t first = it;
+      for (int half = 0; half < 2 * args.supertiles; ++half) {
+        const uint32_t stage = it % kWsStages;
+        mbarrier_wait(full_bars + 8 * stage, (it / kWsStages) & 1);
+        const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          wgmma_ss<T, NT>(acc, wgmma_desc_sw128(a_st + uint32_t(q) * 32), wgmma_desc_sw128(x_st + uint32_t(q) * 32));
+        wgmma_commit();
+        wgmma_wait_ss<1, NT>(acc);
+        if (it != first) {  // the previous stage's group is done: hand the stage back
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
+        }
+        ++it;
+      }
+      wgmma_wait_ss<0, NT>(acc);
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
+      if (stores) finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, args.M, ts);
+    }
+  }
+}
+
 template <int KB, typename T, int NT, int WARPS>
 cudaError_t configure_tile_instance() {
   static const cudaError_t configured = cudaFuncSetAttribute(
@@ -224,7 +389,7 @@ auto with_tile_instance(FusedShape s, DType t, F&& f) {
   KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
                kbit::cuda::device_description());
   KBIT_REQUIRE(s.warps == 4 || s.warps == 8, "fused linear: wgmma_tile items take 4 or 8 warps, got ", s.warps);
-  KBIT_REQUIRE(s.n_tiles == 8 || s.n_tiles == 16, "fused linear: wgmma_tile items take n_tiles 8 or 16, got ", s.n_tiles);
+  KBIT_REQUIRE(s.n_tiles == 8 || s.n_tiles == 16, "fused linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", s.n_tiles);
   auto typed = [&]<typename T>() {
     if (s.n_tiles == 8) return s.warps == 8 ? f.template operator()<T, 8, 8>() : f.template operator()<T, 8, 4>();
     return s.warps == 8 ? f.template operator()<T, 16, 8>() : f.template operator()<T, 16, 4>();
@@ -234,9 +399,52 @@ auto with_tile_instance(FusedShape s, DType t, F&& f) {
   return typed.template operator()<__nv_bfloat16>();
 }
 
+template <int KB, typename T>
+cudaError_t configure_tile_ws_instance() {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_ws_smem_bytes()));
+  return configured;
+}
+
+template <typename F>
+auto with_dtype(DType t, F&& f) {
+  if (t == DType::f16) return f.template operator()<__half>();
+  KBIT_REQUIRE(t == DType::bf16, "fused linear: x must be F16 or BF16, got ", dtype_name(t));
+  return f.template operator()<__nv_bfloat16>();
+}
+
 template <int KB>
-void launch_tile(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream) {
-  KBIT_REQUIRE(a.expert_offsets == nullptr, "fused linear: wgmma_tile items have no grouped (expert) mode");
+void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stream) {
+  KBIT_REQUIRE(a_in.expert_offsets == nullptr, "fused linear: wgmma_tile items have no grouped (expert) mode");
+  FusedArgs a = a_in;
+  if (s.n_tiles == 32 && !a.x_vec) {  // TMA needs 16-byte aligned x: the 128-token kernel instead
+    s.n_tiles = 16, s.warps = 8;
+    a.tiles = (a.M + 127) / 128;
+  }
+  if (s.n_tiles == 32) {
+    KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
+                 kbit::cuda::device_description());
+    KBIT_REQUIRE(a.splits == 1, "fused linear: wgmma_tile items with n_tiles 32 take no K splits, got ", a.splits);
+    KBIT_REQUIRE(a.tiles == (a.M + 255) / 256, "fused linear: token tiles do not match n_tiles");
+    with_dtype(t, [&]<typename T>() {
+      check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
+      const int64_t items = (int64_t(a.stripes) + 7) / 8 * a.tiles;
+      KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
+      const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
+      TileArgs ta{};
+      ta.f = a;
+      ta.x_tma = true;
+      ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, 256, 64, true, "fused linear (tile)", "x");
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = grid, cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = tile_ws_smem_bytes(), cfg.stream = stream;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = &attr, cfg.numAttrs = a.pdl ? 1 : 0;
+      check_cuda(cudaLaunchKernelEx(&cfg, tile_ws_kernel<KB, T>, ta), "fused linear: tile kernel launch");
+    });
+    return;
+  }
   with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {
     check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
     KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
@@ -266,6 +474,15 @@ void launch_tile(const FusedArgs& a, FusedShape s, DType t, cudaStream_t stream)
 
 template <int KB>
 int tile_occupancy(FusedShape s, DType t) {
+  if (s.n_tiles == 32) {
+    return with_dtype(t, [&]<typename T>() {
+      check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
+      int blocks = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_ws_kernel<KB, T>, 384, tile_ws_smem_bytes()),
+                 "fused linear: occupancy (tile)");
+      return blocks;
+    });
+  }
   return with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {
     check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
     int blocks = 0;
