@@ -223,11 +223,14 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
   const bool gemv = detail::gemv_supports(m, k, bits);
   const bool large = n * k >= detail::kStripesMinWeights;
+  const bool tile = !c && large && m > detail::kLargeFusedMaxM && m <= detail::kTileMaxM &&
+                    ceil_div(n, 128) * ceil_div(m, 128) * 4 >= current_sm_count() && cuda::device_available() &&
+                    cuda::detail::device_has_wgmma();
   p.path = o.path != LinearPath::automatic ? o.path
            : c && (c->path != LinearPath::gemv || gemv) ? c->path
            : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv
-           : m > (large ? detail::kLargeFusedMaxM : detail::kDefaultFusedMaxM) ? LinearPath::dequant_cublas
-                                                                               : LinearPath::fused_mma;
+           : m > (large ? detail::kLargeFusedMaxM : detail::kDefaultFusedMaxM) && !tile ? LinearPath::dequant_cublas
+                                                                                        : LinearPath::fused_mma;
   if (p.path == LinearPath::gemv && o.path == LinearPath::automatic && !c) p.source = "heuristic";
   if (p.path == LinearPath::gemv) {
     KBIT_REQUIRE(gemv, "linear: the gemv path takes M = 1..", cuda::detail::kGemvMaxM,
@@ -257,6 +260,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
                        ceil_div(n, 16) <= int64_t(current_sm_count());
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
+            : tile && !fused_overrides         ? LinearItems::wgmma_tile
             : large && p.n_tiles >= 2          ? LinearItems::stripes
             : shuffle                          ? LinearItems::cta_shuffle
                                                : LinearItems::cta;
@@ -278,7 +282,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   if (p.items == LinearItems::wgmma_tile) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32,
                  "linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", p.n_tiles);
-    if (p.n_tiles == 32) p.warps = 8;  // the warp-specialised kernel's 8 MMA warps (plus 4 that decode)
+    if (p.n_tiles == 32) p.warps = 8;  // the 256-token kernel's 8 MMA warps (plus 4 that decode)
   } else {
     KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                  "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);

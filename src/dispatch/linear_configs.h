@@ -23,6 +23,13 @@ inline constexpr int64_t kDefaultFusedMaxM = 32;
 // kv, moe_gu, moe_dn (8-16 M weights).
 inline constexpr int64_t kStripesMinWeights = int64_t(1) << 25;
 inline constexpr int64_t kLargeFusedMaxM = 64;
+// Untuned large W above kLargeFusedMaxM on Hopper: the tile kernel (wgmma_tile items, 128
+// tokens per tile to M = 128, 256 above) up to M = kTileMaxM where 128-row x 128-token tiles
+// number at least a quarter of the SMs, else dequantize + cuBLAS. H200, glm47 at M = 128 (2026-12-01,
+// bench/results/h200-tile-ws-bench-glm47-m128-512-4096-session24.txt): q, o, shared_gu and
+// shared_dn (40-192 tiles) 50-95 us against 82-159 dequantize + cuBLAS; kv and moe_gu (16, 24
+// tiles) 33-36 us against 20-23. At M = 512 dequantize + cuBLAS wins but on shared_gu.
+inline constexpr int64_t kTileMaxM = 256;
 // Untuned small W at k >= 3: cta_shuffle items (no pair table) where K has at most this many
 // 128-column supertiles and the 16-row stripes are no more than the SMs (one CTA's work each:
 // the table's build is then on the critical path). kbit tune on the H200 (2026-12-01, best

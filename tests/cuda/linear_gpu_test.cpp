@@ -88,10 +88,10 @@ std::vector<PathCase> tile_cases() {
         v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                             " splits=" + std::to_string(splits)});
       }
-  LinearOptions ws;  // the warp-specialised kernel: 256 tokens, no splits
+  LinearOptions ws;  // the 256-token kernel: no splits
   ws.path = LinearPath::fused_mma;
   ws.n_tiles = 32, ws.items = LinearItems::wgmma_tile;
-  v.push_back({ws, "tile nt=32 (warp-specialised)"});
+  v.push_back({ws, "tile nt=32"});
   return v;
 }
 
@@ -204,6 +204,17 @@ TEST(GpuLinear, WgmmaTileOnModelShapes) {
   check_shape(2048, 5120, {64, 129, 512, 600}, {2, 3, 4, 5}, false, 601, &cases);
   check_shape(4096, 2048, {64, 200}, {2, 4}, false, 602, &cases);
   check_shape(7168, 3584, {128}, {3, 5}, false, 603, &cases);
+}
+
+// Only the 256-token tile kernel (n_tiles 32), on shapes small enough for racecheck (which
+// runs the kernel two orders of magnitude slower): two token tiles, one partial, every k.
+TEST(GpuLinear, Tile256Alone) {
+  KBIT_SKIP_WITHOUT_GPU();
+  LinearOptions ws;
+  ws.path = LinearPath::fused_mma;
+  ws.n_tiles = 32, ws.items = LinearItems::wgmma_tile;
+  std::vector<PathCase> cases{{ws, "tile nt=32"}};
+  check_shape(256, 512, {300}, {2, 3, 4, 5}, false, 604, &cases);
 }
 
 TEST(GpuLinear, BiasResidualAndStridedViews) {

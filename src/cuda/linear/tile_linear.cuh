@@ -28,7 +28,11 @@
 // 32-bit descriptor arithmetic then took M = 512 from 227 to 161 us. The warp-specialised
 // variant (n_tiles 32, tile_ws_kernel below; same day): M = 4096 1033 us (cuBLAS 734,
 // dequantize + cuBLAS 779), M = 512 155 (84.3; 129.7); glm47 shared_gu at M = 512 245 us,
-// faster than dequantize + cuBLAS (259; cuBLAS bf16 164).
+// faster than dequantize + cuBLAS (259; cuBLAS bf16 164). Its decode warps reading k >= 3's
+// levels from the pair table instead of by shuffle (same day, k = 2 unchanged as the
+// control): k = 4 q M = 4096 1029 -> 967 us, M = 512 156 -> 147, o / shared_dn M = 512 -9%;
+// shared_gu M = 512 220 us (k = 2..4) is in the tuned table, against 256 for dequantize +
+// cuBLAS.
 #pragma once
 
 #include "../tensor_map.h"
@@ -225,9 +229,13 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
 // fill the partials workspace); x must be 16-byte aligned (TMA), else the launcher runs the
 // 128-token kernel. 384 threads, one CTA per SM, persistent over (stripe group, token tile).
 constexpr int kWsStages = 4;
+// The ring, its barriers, k >= 3's pair table (the fused kernel's PairLut: 32 KB) and 1 KB
+// to align the swizzle atoms to 1024 bytes.
+template <int KB>
 constexpr size_t tile_ws_smem_bytes() {
-  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages + 1024;
+  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages + (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
 }
+static_assert(tile_ws_smem_bytes<4>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 
 template <int KB, typename T>
 __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__ TileArgs targs) {
@@ -245,6 +253,15 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   const uint32_t full_bars = x_ring + kWsStages * kXBytes, empty_bars = full_bars + 8 * kWsStages;
 
   if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // k >= 3: the pair table (levels of two codes per 32-bit entry, 32 replicas so that
+  // every lane reads its own bank; k = 5 8), after the ring and the barriers. One load +
+  // one prmt + one multiply-add per pair where shuffles took two of each and a prmt (ncu,
+  // glm47 q M = 4096: the lone decode warp per scheduler, stalled mostly on its shuffles,
+  // was what the tensor cores waited for).
+  using Lut = PairLut<KB>;
+  constexpr bool kTable = KB >= 3;
+  const uint32_t lut = empty_bars + 8 * kWsStages;
+  __shared__ uint32_t cb16[32];
   if (threadIdx.x == 0) {
     for (int s = 0; s < kWsStages; ++s) {
       mbarrier_init(full_bars + 8 * s, 5);   // 4 decode warps + the TMA's arrive.expect_tx
@@ -252,17 +269,23 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     }
     mbarrier_init_fence();
   }
+  if constexpr (kTable) {
+    if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
+    __syncthreads();
+    for (int i = threadIdx.x; i < Lut::words / 4; i += int(blockDim.x)) {
+      const int entry = i * 4 / Lut::replicas;
+      const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
+      sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
+    }
+  }
   __syncthreads();
   const int units = (args.stripes + kStripes - 1) / kStripes;
   const int items = units * args.tiles;  // splits == 1
 
   if (wg == 0) {  // decode warps
-    uint32_t pool_lo = 0, pool_hi = 0, cb_lane = 0;
-    if constexpr (KB == 2) {
-      k2_level_pools(args.codebook16, pool_lo, pool_hi);
-    } else {
-      cb_lane = uint32_t(args.codebook16[lane & ((1 << KB) - 1)]);
-    }
+    uint32_t pool_lo = 0, pool_hi = 0;
+    if constexpr (KB == 2) k2_level_pools(args.codebook16, pool_lo, pool_hi);
+    const uint32_t lut_lane = lut + uint32_t(lane % Lut::replicas) * 4;
     const int a_row = 16 * wl + tile_a_row(g);  // stripe w's rows; stripe w + 4 64 rows on
     uint32_t it = 0;
     for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
@@ -313,13 +336,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
                 const uint32_t s_lo = scale_pair<T>(scales.x, j), s_hi = scale_pair<T>(scales.y, j);
                 uint32_t a[2][4];
 #pragma unroll
-                for (int s = 0; s < 2; ++s) {
-                  if constexpr (KB == 2) {
-                    decode_pairs<KB>(w, j, s, 0u, pool_lo, pool_hi, a[s]);
-                  } else {
-                    decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
-                  }
-                }
+                for (int s = 0; s < 2; ++s) decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
                 const int row = a_row + 64 * which;
                 sts128(a_st + sw128_offset(row, 4 * jb + c), make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo),
                                                                          mul2<T>(a[1][0], s_lo), mul2<T>(a[1][2], s_lo)));
@@ -402,7 +419,7 @@ auto with_tile_instance(FusedShape s, DType t, F&& f) {
 template <int KB, typename T>
 cudaError_t configure_tile_ws_instance() {
   static const cudaError_t configured = cudaFuncSetAttribute(
-      tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_ws_smem_bytes()));
+      tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_ws_smem_bytes<KB>()));
   return configured;
 }
 
@@ -436,7 +453,7 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
       ta.x_tma = true;
       ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, 256, 64, true, "fused linear (tile)", "x");
       cudaLaunchConfig_t cfg{};
-      cfg.gridDim = grid, cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = tile_ws_smem_bytes(), cfg.stream = stream;
+      cfg.gridDim = grid, cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = tile_ws_smem_bytes<KB>(), cfg.stream = stream;
       cudaLaunchAttribute attr{};
       attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr.val.programmaticStreamSerializationAllowed = 1;
@@ -478,7 +495,7 @@ int tile_occupancy(FusedShape s, DType t) {
     return with_dtype(t, [&]<typename T>() {
       check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
       int blocks = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_ws_kernel<KB, T>, 384, tile_ws_smem_bytes()),
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_ws_kernel<KB, T>, 384, tile_ws_smem_bytes<KB>()),
                  "fused linear: occupancy (tile)");
       return blocks;
     });
