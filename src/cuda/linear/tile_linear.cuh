@@ -21,7 +21,9 @@
 // Measured (H200, 2026-12-01, cuBLAS bf16 in the same run, BENCHMARKS.md): glm47 q (12288 x
 // 5120), k = 4, default plan: M = 64 44.7 us (cuBLAS 33.0), M = 512 161.2 (87.9), M = 4096
 // 1362.7 (649.2); tuned at M = 64 it is the fastest kbit plan on glm47's large projections (o
-// 41.5 us against the stripes items' 49.6; cuBLAS 38.8). Not yet faster than dequantize +
+// 41.5 us against the stripes items' 49.6; cuBLAS 38.8); with k >= 3's pair table instead
+// of shuffles at 8 warps (2026-12-01): M = 64 k = 4 q 44.4 -> 39.4, o 41.7 -> 37.6,
+// shared_gu 78.8 -> 71.0; M = 128 k = 4 q 54.5 -> 48.1. Not yet faster than dequantize +
 // cuBLAS from M = 128 on: ncu (first version, M = 512) showed the loop issue-bound on the
 // decode (~700 instructions per warp and supertile at 255 registers, 2 warps per scheduler,
 // issue slots 40% busy) with the tensor cores waiting; TMA for x, the row permutation and
@@ -53,10 +55,36 @@ struct TileArgs {
   bool x_tma = false;
 };
 
-template <int NT, int WARPS>
+// The 64/128-token kernel decodes k >= 3 through the pair table with two warpgroups; one
+// warpgroup keeps the shuffles, because 32 KB more per CTA halve its CTAs per SM (H200,
+// 2026-12-01, glm47 M = 64 k = 3: q 47.2 -> 65.9 us with the table at 4 warps, o 45.4 ->
+// 39.1 at 8).
+template <int KB, int WARPS>
+constexpr bool tile_uses_pair_table() { return KB >= 3 && WARPS == 8; }
+
+template <int KB, int NT, int WARPS>
 constexpr size_t tile_smem_bytes() {
-  // x ring, two A buffers, the ring's mbarriers, and 1 KB to align the swizzle atoms to 1024 bytes.
-  return size_t(kTileXSlots) * NT * 8 * 256 + 2 * size_t(WARPS) * 16 * 256 + 8 * kTileXSlots + 1024;
+  // x ring, two A buffers, the ring's mbarriers, the pair table and 1 KB to align the
+  // swizzle atoms to 1024 bytes.
+  return size_t(kTileXSlots) * NT * 8 * 256 + 2 * size_t(WARPS) * 16 * 256 + 8 * kTileXSlots +
+         (tile_uses_pair_table<KB, WARPS>() ? PairLut<KB>::words * 4 : 0) + 1024;
+}
+static_assert(tile_smem_bytes<4, 16, 8>() <= 227 * 1024, "the largest tile kernel fits an H100/H200 SM");
+
+// k >= 3's pair table at shared address lut (the fused kernel's PairLut: the levels of two
+// codes per 32-bit entry, 32 replicas so that every lane reads its own bank, k = 5 8): one
+// load + one prmt + one multiply-add per pair where shuffles take two of each and a prmt.
+// Every thread of the CTA calls it; the caller's next barrier publishes the table.
+template <int KB>
+__device__ __forceinline__ void fill_pair_table(uint32_t lut, const uint16_t (&codebook16)[32], uint32_t (&cb16)[32]) {
+  using Lut = PairLut<KB>;
+  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = codebook16[threadIdx.x];
+  __syncthreads();
+  for (int i = threadIdx.x; i < Lut::words / 4; i += int(blockDim.x)) {
+    const int entry = i * 4 / Lut::replicas;
+    const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
+    sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
+  }
 }
 
 // A row of lane g's stripe row g (and g + 8): the inverse of tile_row_of.
@@ -83,18 +111,24 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   const uint32_t smem_base = (uint32_t(__cvta_generic_to_shared(tile_smem)) + 1023u) & ~1023u;
   const uint32_t x_ring = smem_base, a_bufs = smem_base + kTileXSlots * kXSlotBytes;
   const uint32_t x_bars = a_bufs + 2 * kABufBytes;  // one mbarrier per ring slot
+  const uint32_t lut = x_bars + 8 * kTileXSlots;     // k >= 3's pair table
+  __shared__ uint32_t cb16[32];
 
   if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (threadIdx.x == 0) {
     for (int s = 0; s < kTileXSlots; ++s) mbarrier_init(x_bars + 8 * s, 1);
     mbarrier_init_fence();
   }
+  constexpr bool kTable = tile_uses_pair_table<KB, WARPS>();
   uint32_t pool_lo = 0, pool_hi = 0, cb_lane = 0;
   if constexpr (KB == 2) {
     k2_level_pools(args.codebook16, pool_lo, pool_hi);
+  } else if constexpr (kTable) {
+    fill_pair_table<KB>(lut, args.codebook16, cb16);  // published by the item loop's first barrier
   } else {
     cb_lane = uint32_t(args.codebook16[lane & ((1 << KB) - 1)]);
   }
+  const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
   const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int units = (args.stripes + WARPS - 1) / WARPS;
@@ -172,8 +206,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
             uint32_t a[2][4];
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
-              if constexpr (KB == 2) {
-                decode_pairs<KB>(w, j, s, 0u, pool_lo, pool_hi, a[s]);
+              if constexpr (KB == 2 || kTable) {
+                decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
               } else {
                 decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
               }
@@ -253,13 +287,9 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   const uint32_t full_bars = x_ring + kWsStages * kXBytes, empty_bars = full_bars + 8 * kWsStages;
 
   if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  // k >= 3: the pair table (levels of two codes per 32-bit entry, 32 replicas so that
-  // every lane reads its own bank; k = 5 8), after the ring and the barriers. One load +
-  // one prmt + one multiply-add per pair where shuffles took two of each and a prmt (ncu,
-  // glm47 q M = 4096: the lone decode warp per scheduler, stalled mostly on its shuffles,
-  // was what the tensor cores waited for).
-  using Lut = PairLut<KB>;
-  constexpr bool kTable = KB >= 3;
+  // k >= 3: the pair table after the ring and the barriers (fill_pair_table): the lone
+  // decode warp per scheduler, stalled mostly on its shuffles, was what the tensor cores
+  // waited for (ncu, glm47 q M = 4096).
   const uint32_t lut = empty_bars + 8 * kWsStages;
   __shared__ uint32_t cb16[32];
   if (threadIdx.x == 0) {
@@ -269,15 +299,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     }
     mbarrier_init_fence();
   }
-  if constexpr (kTable) {
-    if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
-    __syncthreads();
-    for (int i = threadIdx.x; i < Lut::words / 4; i += int(blockDim.x)) {
-      const int entry = i * 4 / Lut::replicas;
-      const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
-      sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
-    }
-  }
+  if constexpr (KB >= 3) fill_pair_table<KB>(lut, args.codebook16, cb16);
   __syncthreads();
   const int units = (args.stripes + kStripes - 1) / kStripes;
   const int items = units * args.tiles;  // splits == 1
@@ -285,7 +307,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   if (wg == 0) {  // decode warps
     uint32_t pool_lo = 0, pool_hi = 0;
     if constexpr (KB == 2) k2_level_pools(args.codebook16, pool_lo, pool_hi);
-    const uint32_t lut_lane = lut + uint32_t(lane % Lut::replicas) * 4;
+    const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
     const int a_row = 16 * wl + tile_a_row(g);  // stripe w's rows; stripe w + 4 64 rows on
     uint32_t it = 0;
     for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
@@ -396,7 +418,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
 template <int KB, typename T, int NT, int WARPS>
 cudaError_t configure_tile_instance() {
   static const cudaError_t configured = cudaFuncSetAttribute(
-      tile_linear_kernel<KB, T, NT, WARPS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_smem_bytes<NT, WARPS>()));
+      tile_linear_kernel<KB, T, NT, WARPS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_smem_bytes<KB, NT, WARPS>()));
   return configured;
 }
 
@@ -468,7 +490,7 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     const int64_t items = (int64_t(a.stripes) + WARPS - 1) / WARPS * a.splits * a.tiles;
     KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
     const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
-    const size_t smem = tile_smem_bytes<NT, WARPS>();
+    const size_t smem = tile_smem_bytes<KB, NT, WARPS>();
     TileArgs t{};
     t.f = a;
     // TMA needs a 16-byte aligned x with rows a multiple of 16 bytes apart (x_vec).
@@ -504,7 +526,7 @@ int tile_occupancy(FusedShape s, DType t) {
     check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
     int blocks = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_linear_kernel<KB, T, NT, WARPS>, WARPS * 32,
-                                                             tile_smem_bytes<NT, WARPS>()),
+                                                             tile_smem_bytes<KB, NT, WARPS>()),
                "fused linear: occupancy (tile)");
     return blocks;
   });
