@@ -34,7 +34,9 @@
 // levels from the pair table instead of by shuffle (same day, k = 2 unchanged as the
 // control): k = 4 q M = 4096 1029 -> 967 us, M = 512 156 -> 147, o / shared_dn M = 512 -9%;
 // shared_gu M = 512 220 us (k = 2..4) is in the tuned table, against 256 for dequantize +
-// cuBLAS.
+// cuBLAS. Its decode warps decoding one stage ahead of the proxy fence and the full tiles'
+// pair-store epilogue (2026-12-01, A/B in one run): glm47 k = 4 M = 512 q 145.9 -> 131.0 us,
+// shared_gu 216.3 -> 198.8, moe_dn 31.7 -> 24.2; M = 4096 q 896 -> 795-851, moe_dn 142 -> 117.
 #pragma once
 
 #include "../tensor_map.h"
@@ -252,6 +254,50 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   }
 }
 
+// The 256-token kernel's epilogue for a full tile (all 256 tokens below M, all 16 rows below
+// N) with y, the bias and the residual 4-byte aligned and their leading dimensions even:
+// lane G of a quarter warp holds stripe row tile_row_of(G), so rows 2p and 2p + 1 sit in
+// lanes l and l ^ 16; one shuffle hands each lane its neighbour's value, and the lane with
+// the even row stores token t0's pair, the other token t1's, as one 4-byte store. Every
+// value goes through the same operations in the same order as finish_item's (scale, bias,
+// residual, one rounding), so the results are bit-identical to it. The generic epilogue
+// spent ~5000 instructions per item and warp (ncu, glm47 q M = 4096).
+template <typename T>
+__device__ __forceinline__ void store_full_tile256(const FusedArgs& args, const float (&acc)[32][4], int stripe, int m0,
+                                                   float ts) {
+  const int lane = threadIdx.x & 31, c = lane & 3;
+  const bool odd = (lane & 16) != 0;                                 // this lane's row is 2p + 1
+  const int row0 = stripe * 16 + (tile_row_of(lane >> 2) & ~1);     // the pair's even row (and + 8)
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* res = static_cast<const T*>(args.residual);
+  float b[2][2] = {};
+  if (bias) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) b[hh][e] = Element<T>::to_float(bias[row0 + 8 * hh + e]);
+  }
+  const int64_t t_first = m0 + 2 * c + (odd ? 1 : 0);  // the token this lane stores, n-tile 0
+  T* y = static_cast<T*>(args.y) + t_first * args.ldy + row0;
+  const T* r = res ? res + t_first * args.ldr + row0 : nullptr;
+#pragma unroll
+  for (int nt = 0; nt < 32; ++nt) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {  // rows row0 + 8 hh, + 1
+      const float v0 = acc[nt][2 * hh] * ts, v1 = acc[nt][2 * hh + 1] * ts;  // tokens t0, t1 of this lane's row
+      const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 16);
+      float lo = odd ? recv : v0, hi = odd ? v1 : recv;  // rows 2p, 2p + 1 of the stored token
+      if (bias) lo += b[hh][0], hi += b[hh][1];
+      if (r) {
+        const T* rp = r + int64_t(nt) * 8 * args.ldr + 8 * hh;
+        lo += Element<T>::to_float(rp[0]), hi += Element<T>::to_float(rp[1]);
+      }
+      T pair[2] = {Element<T>::from_float(lo), Element<T>::from_float(hi)};
+      *reinterpret_cast<uint32_t*>(y + int64_t(nt) * 8 * args.ldy + 8 * hh) = *reinterpret_cast<const uint32_t*>(pair);
+    }
+  }
+}
+
 // Warp-specialised tile kernel (wgmma_tile items with n_tiles 32): CTA tiles of 8 stripes
 // (128 rows of W) x 256 tokens. Warpgroup 0 decodes (warp w: stripes w and w + 4) into a
 // ring of kWsStages half-supertile stages (A: 128 rows x 64 columns, 16 KB) and thread 0
@@ -324,6 +370,33 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
         load_weight_stage<KB>(st0[d], wb0, sb0, d, st_last);
         load_weight_stage<KB>(st1[d], wb1, sb1, d, st_last);
       }
+      // A stage's decoded rows, [which stripe][block jb][row g, row g + 8], decoded one stage
+      // ahead: between the stores of stage s and its proxy fence the warp decodes stage s + 1,
+      // so that the fence finds the stores done (ncu: ~6% of the decode warps' samples sat on
+      // the fence when it followed the stores at once).
+      uint4 v[8];
+      auto decode_stage = [&](const StageT& c0, const StageT& c1, int h) {
+#pragma unroll
+        for (int which = 0; which < 2; ++which) {
+          const StageT& cs = which ? c1 : c0;
+          uint32_t w[2 * KB];
+#pragma unroll
+          for (int u = 0; u < KB; ++u) w[2 * u] = cs.w[u].x, w[2 * u + 1] = cs.w[u].y;
+#pragma unroll
+          for (int jb = 0; jb < 2; ++jb) {
+            const int j = 2 * h + jb;
+            const uint32_t s_lo = scale_pair<T>(cs.scales.x, j), s_hi = scale_pair<T>(cs.scales.y, j);
+            uint32_t a[2][4];
+#pragma unroll
+            for (int s = 0; s < 2; ++s) decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
+            v[which * 4 + jb * 2] = make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo), mul2<T>(a[1][0], s_lo),
+                                               mul2<T>(a[1][2], s_lo));
+            v[which * 4 + jb * 2 + 1] = make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi),
+                                                   mul2<T>(a[1][1], s_hi), mul2<T>(a[1][3], s_hi));
+          }
+        }
+      };
+      decode_stage(st0[0], st1[0], 0);  // the item's first stage
       asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x: after the previous kernel
       for (int sb = 0; sb < args.supertiles; sb += D) {
 #pragma unroll
@@ -333,12 +406,6 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
           const StageT cur0 = st0[d], cur1 = st1[d];
           load_weight_stage<KB>(st0[d], wb0, sb0, st + D, st_last);
           load_weight_stage<KB>(st1[d], wb1, sb1, st + D, st_last);
-          uint32_t w0[2 * KB], w1[2 * KB];
-#pragma unroll
-          for (int u = 0; u < KB; ++u) {
-            w0[2 * u] = cur0.w[u].x, w0[2 * u + 1] = cur0.w[u].y;
-            w1[2 * u] = cur1.w[u].x, w1[2 * u + 1] = cur1.w[u].y;
-          }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // one stage per 64 columns
             const uint32_t stage = it % kWsStages;
@@ -349,23 +416,19 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
             }
             const uint32_t a_st = a_ring + stage * kABytes;
 #pragma unroll
-            for (int jb = 0; jb < 2; ++jb) {
-              const int j = 2 * h + jb;
+            for (int which = 0; which < 2; ++which)
 #pragma unroll
-              for (int which = 0; which < 2; ++which) {
-                const uint32_t(&w)[2 * KB] = which ? w1 : w0;
-                const uint2 scales = which ? cur1.scales : cur0.scales;
-                const uint32_t s_lo = scale_pair<T>(scales.x, j), s_hi = scale_pair<T>(scales.y, j);
-                uint32_t a[2][4];
-#pragma unroll
-                for (int s = 0; s < 2; ++s) decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
+              for (int jb = 0; jb < 2; ++jb) {
                 const int row = a_row + 64 * which;
-                sts128(a_st + sw128_offset(row, 4 * jb + c), make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo),
-                                                                         mul2<T>(a[1][0], s_lo), mul2<T>(a[1][2], s_lo)));
-                sts128(a_st + sw128_offset(row + 8, 4 * jb + c),
-                       make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi), mul2<T>(a[1][1], s_hi),
-                                  mul2<T>(a[1][3], s_hi)));
+                sts128(a_st + sw128_offset(row, 4 * jb + c), v[which * 4 + jb * 2]);
+                sts128(a_st + sw128_offset(row + 8, 4 * jb + c), v[which * 4 + jb * 2 + 1]);
               }
+            // The next stage: this supertile's second half, or the next supertile's first
+            // (st0[(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
+            if (h == 0) {
+              decode_stage(cur0, cur1, 1);
+            } else if (st + 1 < args.supertiles) {
+              decode_stage(st0[(d + 1) % D], st1[(d + 1) % D], 0);
             }
             fence_proxy_async_shared();  // the decoded rows, for the tensor cores' reads
             __syncwarp();
@@ -378,6 +441,11 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   } else {  // MMA warpgroups: rows 64 (wg - 1) .. + 63 of the tile
     const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
     const uint32_t a_rows = uint32_t(wg - 1) * 64 * 128;
+    // 4-byte pair stores (store_full_tile256) need y, the bias and the residual 4-byte aligned
+    // with even leading dimensions.
+    auto aligned4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3u) == 0; };
+    const bool full_tiles = aligned4(args.y) && args.ldy % 2 == 0 && (!args.bias || aligned4(args.bias)) &&
+                            (!args.residual || (aligned4(args.residual) && args.ldr % 2 == 0));
     uint32_t it = 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
     for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
@@ -410,7 +478,11 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       wgmma_wait_ss<0, NT>(acc);
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
-      if (stores) finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, args.M, ts);
+      if (stores && full_tiles && m0 + kTokens <= args.M && stripe * 16 + 16 <= args.N) {  // warp-uniform
+        store_full_tile256<T>(args, acc, stripe, m0, ts);
+      } else if (stores) {
+        finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, args.M, ts);
+      }
     }
   }
 }
