@@ -70,8 +70,10 @@ struct LinearOptions {
 };
 
 // Device scratch for kbit::linear: split-K partials and counters, the rotated
-// activations, and (for the dequant_cublas path) a 16-bit copy of the largest W
-// plus cuBLASLt's workspace. Allocated once here; one workspace per stream.
+// activations, (for max_m > 64 on Hopper) the 256-token tile kernel's partial tiles
+// (two waves of 128 KB tiles: 34 MB on an H200), and (for the dequant_cublas path) a
+// 16-bit copy of the largest W plus cuBLASLt's workspace. Allocated once here; one
+// workspace per stream.
 class LinearWorkspace {
  public:
   struct Limits {

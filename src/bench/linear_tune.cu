@@ -37,7 +37,12 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   // warp-items plan with more than 2 came within 3% of the case's best (0 of ~3,800 and of
   // ~2,900 timed), while stripes items won with 1 to 12. Half the candidates, half the time;
   // the untuned plan is timed as well, whatever its splits.
-  for (int nt : tiles)
+  // Above 256 tokens only the tile kernels and dequantize + cuBLAS: in the tune at M = 512
+  // (H200, all models, k = 2..5, bench/results/h200-tune-all-m128-512-session24.txt) no
+  // mma.sync or wgmma-items plan won any of the 72 cases, and at M = 4096 each costs
+  // milliseconds to time.
+  const bool small_items = m <= 256;
+  for (int nt : small_items ? tiles : std::set<int>{})
     for (int warps : {4, 8})
       for (int splits : {1, 2, 3, 4, 6, 8, 12})
         for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::cta_shuffle}) {
@@ -51,7 +56,7 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
         }
   // wgmma items (one warpgroup, the tensor cores reading x from shared memory) where the
   // token tile is 32 or 64 tokens and the GPU has wgmma, with the splits stripes items take.
-  if (kbit::cuda::detail::device_has_wgmma())
+  if (kbit::cuda::detail::device_has_wgmma() && small_items)
     for (int nt : tiles)
       for (int warps : {4, 8})  // one or two warpgroups sharing x
         for (int splits : {1, 2, 3, 4, 6, 8, 12})
@@ -73,7 +78,10 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = LinearItems::wgmma_tile;
           add(o);
         }
-  if (kbit::cuda::detail::device_has_wgmma() && m > 128) {  // the warp-specialised tile kernel: 256 tokens
+  // The warp-specialised tile kernel (256 tokens) from M = 65: half a tile is padding at
+  // M = 128, but its split tail can still beat the 128-token kernel on large W (glm47 o:
+  // thirds at ~60 us against 63, estimated from the M = 512 runs).
+  if (kbit::cuda::detail::device_has_wgmma() && m > 64) {
     LinearOptions o;
     o.path = LinearPath::fused_mma;
     o.n_tiles = 32, o.items = LinearItems::wgmma_tile;

@@ -8,6 +8,7 @@
 
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "../core/checks.h"
 #include "kbit/error.h"
@@ -22,6 +23,21 @@ inline void check_cuda(cudaError_t err, std::string_view what) {
   }
 }
 inline void check_launch(std::string_view what) { check_cuda(cudaGetLastError(), what); }
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch when
+// `pdl` is set: the kernel may then start while the previous one on the stream finishes,
+// so it must execute griddepcontrol.wait before it reads what that kernel wrote.
+template <typename... Params, typename... Args>
+void launch_maybe_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                      std::string_view what, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr, cfg.numAttrs = pdl ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
+}
 
 // Throws unless p is device (or managed) memory of the current CUDA context.
 void check_device_pointer(const void* p, std::string_view what);

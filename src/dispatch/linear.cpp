@@ -10,6 +10,7 @@
 #include "core/enum_names.h"
 #include "cuda/device_checks.h"
 #include "cuda/linear/fused_args.h"
+#include "cuda/linear/tile_schedule.h"
 #include "dispatch/cublas_gemm.h"
 #include "dispatch/linear_configs.h"
 #include "dispatch/linear_internal.h"
@@ -328,6 +329,15 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
                     "LinearWorkspace: clearing the GEMV counters");
     cuda::detail::dynamic_smem_base();  // probed here, outside any graph capture
   }
+  if (l.max_m > 64 && cuda::detail::device_has_wgmma()) {
+    // The 256-token tile kernel (tuned or forced from M = 65) and its split tail
+    // (tile_schedule.h): up to two waves of partial
+    // tiles (128 KB each; 34 MB on an H200). Its counters (8 per tail tile) fit in `counters`,
+    // which has one per 8 tokens x 16 rows, 256 per tile.
+    impl_->tile_partial_slots = 2 * int64_t(current_sm_count());
+    impl_->tile_partials = Buffer::allocate(
+        Memory::device, size_t(impl_->tile_partial_slots * cuda::detail::kWsPartialTileFloats) * 4);
+  }
   if (l.dequant_path) {
     impl_->dequant = Buffer::allocate(Memory::device, size_t(l.max_n * l.max_k) * 2);
     impl_->lt_workspace = Buffer::allocate(Memory::device, detail::kLtWorkspaceBytes);
@@ -338,7 +348,8 @@ LinearWorkspace::~LinearWorkspace() = default;
 
 size_t LinearWorkspace::device_bytes() const {
   return impl_->partials.size() + impl_->counters.size() + impl_->rotated.size() + impl_->dequant.size() +
-         impl_->lt_workspace.size() + impl_->gemv_pieces.size() + impl_->gemv_counters.size();
+         impl_->lt_workspace.size() + impl_->gemv_pieces.size() + impl_->gemv_counters.size() +
+         impl_->tile_partials.size();
 }
 
 void detail::check_activation(const TensorView& v, std::string_view what) {
@@ -514,6 +525,8 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
   a.partials = static_cast<float*>(impl.partials.data());
   a.counters = static_cast<unsigned*>(impl.counters.data());
+  a.tile_partials = static_cast<float*>(impl.tile_partials.data());
+  a.tile_partial_slots = impl.tile_partial_slots;
   a.splits = plan.splits;
   a.supertiles_per_split = int(ceil_div(a.supertiles, a.splits));
   a.pdl = a.pdl || o.pdl;

@@ -17,6 +17,8 @@ namespace kbit {
 struct LinearWorkspace::Impl {
   Buffer partials, counters, rotated, dequant, lt_workspace;
   int64_t partial_floats = 0, counter_count = 0;
+  Buffer tile_partials;  // the 256-token tile kernel's split tail tiles (max_m > 64 on Hopper)
+  int64_t tile_partial_slots = 0;
   Buffer gemv_pieces, gemv_counters;  // the GEMV's split-stripe partial sums and per-stripe counters
   int64_t gemv_piece_floats = 0, gemv_counter_count = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;

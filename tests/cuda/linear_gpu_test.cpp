@@ -75,6 +75,14 @@ struct PathCase {
   LinearOptions o;
   std::string name;
 };
+// The 256-token warp-specialised tile kernel, forced.
+LinearOptions tile256_options() {
+  LinearOptions o;
+  o.path = LinearPath::fused_mma;
+  o.n_tiles = 32, o.items = LinearItems::wgmma_tile;
+  return o;
+}
+
 // The tile kernel (wgmma_tile items): 64 or 128 tokens per tile (padded below that), one
 // or two warpgroups, with and without K splits.
 std::vector<PathCase> tile_cases() {
@@ -88,10 +96,7 @@ std::vector<PathCase> tile_cases() {
         v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                             " splits=" + std::to_string(splits)});
       }
-  LinearOptions ws;  // the 256-token kernel: no splits
-  ws.path = LinearPath::fused_mma;
-  ws.n_tiles = 32, ws.items = LinearItems::wgmma_tile;
-  v.push_back({ws, "tile nt=32"});
+  v.push_back({tile256_options(), "tile nt=32"});  // the 256-token kernel: no splits asked for
   return v;
 }
 
@@ -207,14 +212,56 @@ TEST(GpuLinear, WgmmaTileOnModelShapes) {
 }
 
 // Only the 256-token tile kernel (n_tiles 32), on shapes small enough for racecheck (which
-// runs the kernel two orders of magnitude slower): two token tiles, one partial, every k.
+// runs the kernel two orders of magnitude slower): two token tiles, one partial, every k;
+// 4 tiles of 16 supertiles, which run as quarters (tile_schedule.h's split tail).
 TEST(GpuLinear, Tile256Alone) {
   KBIT_SKIP_WITHOUT_GPU();
-  LinearOptions ws;
-  ws.path = LinearPath::fused_mma;
-  ws.n_tiles = 32, ws.items = LinearItems::wgmma_tile;
-  std::vector<PathCase> cases{{ws, "tile nt=32"}};
-  check_shape(256, 512, {300}, {2, 3, 4, 5}, false, 604, &cases);
+  std::vector<PathCase> cases{{tile256_options(), "tile nt=32"}};
+  check_shape(256, 2048, {300}, {2, 3, 4, 5}, false, 604, &cases);
+}
+
+// The 256-token kernel with whole waves of tiles and a split tail (tile_schedule.h): 16
+// stripe groups x 9 token tiles = 144 tiles, on the H200's 132 SMs one whole wave and 12
+// tiles split in quarters along K (16 supertiles); results against the reference and
+// bit-identical run to run. Also a workspace without partial-tile slots (max_m <= 64:
+// every tile whole).
+TEST(GpuLinear, Tile256WholeWavesAndSplitTail) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 2048, k = 2048, m = 2304;
+  LinearWorkspace ws({m, n, k, true});
+  LinearOptions o = tile256_options();
+  for (int bits : {4}) {  // every k: Tile256Alone and WgmmaTileOnModelShapes
+    const std::string what = "k=" + std::to_string(bits);
+    const Quantized q = quantize_random(n, k, bits, 970 + bits);
+    const HostMatrix x = random_matrix(m, k, DType::bf16, 971);
+    const std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+    Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+    std::vector<uint16_t> first;
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+      linear(TensorView{xd.data(), DType::bf16, m, k}, q.device_mma16, MutableTensorView{yd.data(), DType::bf16, m, n},
+             ws, nullptr, o);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const auto got = download16(yd.data(), size_t(m * n));
+      if (rep == 0) {
+        EXPECT_LE(relative_error(DType::bf16, got, ref, m * n), tolerance(DType::bf16)) << what;
+        first = got;
+      } else {
+        ASSERT_EQ(got, first) << what << ": repeat " << rep << " differs";
+      }
+    }
+    // No slots for partial tiles: every tile whole.
+    LinearWorkspace small_ws({64, n, k, true});
+    const int64_t m_small = 64;
+    ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+    linear(TensorView{xd.data(), DType::bf16, m_small, k}, q.device_mma16,
+           MutableTensorView{yd.data(), DType::bf16, m_small, n}, small_ws, nullptr, o);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    const auto got = download16(yd.data(), size_t(m * n));
+    const std::vector<double> ref_small(ref.begin(), ref.begin() + m_small * n);
+    EXPECT_LE(relative_error(DType::bf16, got, ref_small, m_small * n), tolerance(DType::bf16)) << what << " M=64";
+    EXPECT_EQ(got[size_t(m_small * n)], 0xffff) << what << ": wrote past M";
+  }
 }
 
 // The 256-token kernel's epilogue with bias and residual: full token tiles (M = 512 + a
@@ -225,9 +272,7 @@ TEST(GpuLinear, Tile256BiasResidualPairStores) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 264, k = 512, m = 600;
   LinearWorkspace ws({m, n, k, true});
-  LinearOptions o;
-  o.path = LinearPath::fused_mma;
-  o.n_tiles = 32, o.items = LinearItems::wgmma_tile;
+  LinearOptions o = tile256_options();
   for (int bits : {2, 3, 4, 5})
     for (DType dt : {DType::f16, DType::bf16}) {
       const std::string what = "k=" + std::to_string(bits) + " " + std::string(dtype_name(dt));

@@ -17,6 +17,10 @@ namespace kbit::cuda::detail {
 struct FusedArgs : LinearOperands {
   float* partials = nullptr;    // [splits][token tiles * tile][stripes * 16] when splits > 1
   unsigned* counters = nullptr;  // [token tiles][stripes], zero between calls
+  // The 256-token tile kernel's split tail tiles (tile_schedule.h): partial tiles of
+  // kWsPartialTileFloats, at most tile_partial_slots of them (0: no tail splits).
+  float* tile_partials = nullptr;
+  int64_t tile_partial_slots = 0;
   int M = 0, N = 0, K = 0;
   int supertiles = 0;      // per row (K / 128 rounded up)
   int stripes = 0;         // N / 16 rounded up

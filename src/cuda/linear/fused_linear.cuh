@@ -775,17 +775,8 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
   const int64_t ctas = ITEMS == FusedItems::warp ? (items + WARPS - 1) / WARPS : items;
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ctas, a.max_ctas))));
-  if (a.pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr, cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, fused_linear_kernel<KB, T, NT, WARPS, ITEMS>, a), "fused linear: PDL launch");
-  } else {
-    fused_linear_kernel<KB, T, NT, WARPS, ITEMS><<<grid, WARPS * 32, smem, stream>>>(a);
-  }
+  launch_maybe_pdl(fused_linear_kernel<KB, T, NT, WARPS, ITEMS>, grid, dim3(WARPS * 32), smem, stream, a.pdl,
+                   "fused linear kernel launch", a);
   check_launch("fused linear kernel");
 }
 

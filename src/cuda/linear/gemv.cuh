@@ -607,17 +607,7 @@ void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launc
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
   launch.tile_table_off = int(map.tile_table);
   launch.local_off = gemv_global_pieces_forced() ? -1 : int(map.local);
-  if (a.pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = size_t(map.total), cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr, cfg.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&cfg, kernel, a, launch), "gemv: PDL launch");
-  } else {
-    kernel<<<grid, block, size_t(map.total), stream>>>(a, launch);
-  }
+  launch_maybe_pdl(kernel, grid, block, size_t(map.total), stream, a.pdl, "gemv kernel launch", a, launch);
   check_launch("gemv kernel");
 }
 

@@ -37,9 +37,15 @@
 // cuBLAS. Its decode warps decoding one stage ahead of the proxy fence and the full tiles'
 // pair-store epilogue (2026-12-01, A/B in one run): glm47 k = 4 M = 512 q 145.9 -> 131.0 us,
 // shared_gu 216.3 -> 198.8, moe_dn 31.7 -> 24.2; M = 4096 q 896 -> 795-851, moe_dn 142 -> 117.
+// The split tail (tile_schedule.h; same day, A/B in one binary): M = 512 k = 4 q 130.4 ->
+// 108.0-108.7 us (cuBLAS bf16 84-87), o 141.1 -> 121.9, kv 62.6 -> 31.6; the tuned table now
+// takes it for glm47 q, o, shared_dn and shared_gu at M = 512 (0.70-0.83x cuBLAS bf16).
 #pragma once
 
+#include <cstdlib>
+
 #include "../tensor_map.h"
+#include "tile_schedule.h"
 #include "fused_linear.cuh"
 #include "wgmma_ss.cuh"
 
@@ -55,6 +61,7 @@ struct TileArgs {
   FusedArgs f;
   CUtensorMap x_map;
   bool x_tma = false;
+  WsSchedule ws;  // the 256-token kernel's tiles and split tail (tile_schedule.h)
 };
 
 // The 64/128-token kernel decodes k >= 3 through the pair table with two warpgroups; one
@@ -298,6 +305,57 @@ __device__ __forceinline__ void store_full_tile256(const FusedArgs& args, const 
   }
 }
 
+// Unit j of the schedule: a whole tile (split -1) or one K split of a tail tile.
+struct WsUnit {
+  int tile, split, st_begin, st_count;
+};
+__device__ __forceinline__ WsUnit ws_unit(const WsSchedule& s, int j, int supertiles) {
+  if (j < s.full_items) return {j, -1, 0, supertiles};
+  const int u = j - s.full_items, split = u % s.tail_splits, begin = split * s.per_split;
+  return {s.full_items + u / s.tail_splits, split, begin, min(supertiles, begin + s.per_split) - begin};
+}
+
+// A tail unit's end, per MMA warp (w8: its warp among the 8, i.e. its 16 rows): store the
+// warp's fp32 partial into slot first_slot + split (16-byte stores, a private layout), count
+// the arrival, and return false unless this is the tile's last unit to arrive; that one sums
+// the tile's `splits` partials in split order into acc (bit-identical whichever arrives
+// last) and resets the counter for the next call.
+template <int NT>
+__device__ __forceinline__ bool reduce_tail_partials(const FusedArgs& args, float (&acc)[NT][4], int first_slot,
+                                                     int split, int splits, unsigned* counter, int w8) {
+  const int lane = threadIdx.x & 31;
+  auto slot_ptr = [&](int sp) {
+    return reinterpret_cast<float4*>(args.tile_partials + int64_t(first_slot + sp) * kWsPartialTileFloats) +
+           (w8 * NT) * 32 + lane;
+  };
+  float4* mine = slot_ptr(split);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) __stcg(mine + nt * 32, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
+  __threadfence();
+  __syncwarp();
+  unsigned arrived = 0;
+  if (lane == 0) arrived = atomicAdd(counter, 1u);
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  if (arrived != unsigned(splits - 1)) return false;
+  __threadfence();
+  const float4* p0 = slot_ptr(0);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const float4 v = __ldcg(p0 + nt * 32);
+    acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
+  }
+  for (int sp = 1; sp < splits; ++sp) {
+    const float4* p = slot_ptr(sp);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 v = __ldcg(p + nt * 32);
+      acc[nt][0] += v.x, acc[nt][1] += v.y, acc[nt][2] += v.z, acc[nt][3] += v.w;
+    }
+  }
+  if (lane == 0) *counter = 0;  // ready for the next call on the stream
+  return true;
+}
+
 // Warp-specialised tile kernel (wgmma_tile items with n_tiles 32): CTA tiles of 8 stripes
 // (128 rows of W) x 256 tokens. Warpgroup 0 decodes (warp w: stripes w and w + 4) into a
 // ring of kWsStages half-supertile stages (A: 128 rows x 64 columns, 16 KB) and thread 0
@@ -305,9 +363,11 @@ __device__ __forceinline__ void store_full_tile256(const FusedArgs& args, const 
 // wait for a full stage, issue 4 wgmma.mma_async m64n256k16 over their 64 rows, and release
 // the stage the group before read (one group in flight). 128 fp32 accumulators per consumer
 // thread, which is why the decode lives in other warps. Barriers per stage: full (4 decode
-// warps + the TMA's expected bytes) and empty (8 consumer warps). No K splits (256 tokens
-// fill the partials workspace); x must be 16-byte aligned (TMA), else the launcher runs the
-// 128-token kernel. 384 threads, one CTA per SM, persistent over (stripe group, token tile).
+// warps + the TMA's expected bytes) and empty (8 consumer warps). No K splits except for
+// the tiles of a part-empty last wave (tile_schedule.h: split into up to 4 units along K,
+// summed through fp32 partial tiles by the last unit to arrive); x must be 16-byte aligned
+// (TMA), else the launcher runs the 128-token kernel. 384 threads, one CTA per SM, persistent
+// over (stripe group, token tile) tiles, then the tail's units.
 constexpr int kWsStages = 4;
 // The ring, its barriers, k >= 3's pair table (the fused kernel's PairLut: 32 KB) and 1 KB
 // to align the swizzle atoms to 1024 bytes.
@@ -347,8 +407,8 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   }
   if constexpr (KB >= 3) fill_pair_table<KB>(lut, args.codebook16, cb16);
   __syncthreads();
-  const int units = (args.stripes + kStripes - 1) / kStripes;
-  const int items = units * args.tiles;  // splits == 1
+  const int units = (args.stripes + kStripes - 1) / kStripes;  // tile = token tile * units + unit
+  const int work = targs.ws.work();
 
   if (wg == 0) {  // decode warps
     uint32_t pool_lo = 0, pool_hi = 0;
@@ -356,14 +416,16 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
     const int a_row = 16 * wl + tile_a_row(g);  // stripe w's rows; stripe w + 4 64 rows on
     uint32_t it = 0;
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const int unit = item % units, m0 = (item / units) * kTokens;
+    for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
+      const WsUnit wu = ws_unit(targs.ws, j, args.supertiles);
+      const int unit = wu.tile % units, m0 = (wu.tile / units) * kTokens, nst = wu.st_count;
       const int s0 = min(unit * kStripes + wl, args.stripes - 1), s1 = min(unit * kStripes + wl + 4, args.stripes - 1);
-      const int st_last = args.supertiles - 1;
-      const uint2* wb0 = args.words + int64_t(s0) * args.supertiles * KB * 32 + lane;
-      const uint2* wb1 = args.words + int64_t(s1) * args.supertiles * KB * 32 + lane;
-      const uint2* sb0 = args.scales + int64_t(s0) * args.supertiles * 8 + g;
-      const uint2* sb1 = args.scales + int64_t(s1) * args.supertiles * 8 + g;
+      const int st_last = nst - 1;
+      const int64_t st0_off = int64_t(s0) * args.supertiles + wu.st_begin, st1_off = int64_t(s1) * args.supertiles + wu.st_begin;
+      const uint2* wb0 = args.words + st0_off * KB * 32 + lane;
+      const uint2* wb1 = args.words + st1_off * KB * 32 + lane;
+      const uint2* sb0 = args.scales + st0_off * 8 + g;
+      const uint2* sb1 = args.scales + st1_off * 8 + g;
       StageT st0[D], st1[D];
 #pragma unroll
       for (int d = 0; d < D; ++d) {
@@ -398,11 +460,11 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       };
       decode_stage(st0[0], st1[0], 0);  // the item's first stage
       asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x: after the previous kernel
-      for (int sb = 0; sb < args.supertiles; sb += D) {
+      for (int sb = 0; sb < nst; sb += D) {
 #pragma unroll
         for (int d = 0; d < D; ++d) {
-          const int st = sb + d;
-          if (st >= args.supertiles) break;
+          const int st = sb + d;  // of the unit's supertiles
+          if (st >= nst) break;
           const StageT cur0 = st0[d], cur1 = st1[d];
           load_weight_stage<KB>(st0[d], wb0, sb0, st + D, st_last);
           load_weight_stage<KB>(st1[d], wb1, sb1, st + D, st_last);
@@ -412,7 +474,8 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
             mbarrier_wait(empty_bars + 8 * stage, ((it / kWsStages) & 1) ^ 1);  // a fresh barrier passes
             if (threadIdx.x == 0) {
               mbarrier_arrive_expect_tx(full_bars + 8 * stage, kXBytes);
-              tensor_copy_2d(x_ring + stage * kXBytes, &targs.x_map, st * 128 + 64 * h, m0, full_bars + 8 * stage);
+              tensor_copy_2d(x_ring + stage * kXBytes, &targs.x_map, (wu.st_begin + st) * 128 + 64 * h, m0,
+                             full_bars + 8 * stage);
             }
             const uint32_t a_st = a_ring + stage * kABytes;
 #pragma unroll
@@ -427,7 +490,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
             // (st0[(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
             if (h == 0) {
               decode_stage(cur0, cur1, 1);
-            } else if (st + 1 < args.supertiles) {
+            } else if (st + 1 < nst) {
               decode_stage(st0[(d + 1) % D], st1[(d + 1) % D], 0);
             }
             fence_proxy_async_shared();  // the decoded rows, for the tensor cores' reads
@@ -448,8 +511,9 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
                             (!args.residual || (aligned4(args.residual) && args.ldr % 2 == 0));
     uint32_t it = 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const int unit = item % units, m0 = (item / units) * kTokens;
+    for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
+      const WsUnit wu = ws_unit(targs.ws, j, args.supertiles);
+      const int unit = wu.tile % units, m0 = (wu.tile / units) * kTokens;
       int stripe = unit * kStripes + 4 * (wg - 1) + wl;
       const bool stores = stripe < args.stripes;
       stripe = min(stripe, args.stripes - 1);
@@ -459,7 +523,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
       const uint32_t first = it;
-      for (int half = 0; half < 2 * args.supertiles; ++half) {
+      for (int half = 0; half < 2 * wu.st_count; ++half) {
         const uint32_t stage = it % kWsStages;
         mbarrier_wait(full_bars + 8 * stage, (it / kWsStages) & 1);
         const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
@@ -478,6 +542,12 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       wgmma_wait_ss<0, NT>(acc);
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
+      if (wu.split >= 0 && stores) {  // a tail unit: only the last of the tile's units goes on
+        const int tail_tile = wu.tile - targs.ws.full_items, w8 = 4 * (wg - 1) + wl;
+        if (!reduce_tail_partials<NT>(args, acc, tail_tile * targs.ws.tail_splits, wu.split, targs.ws.tail_splits,
+                                      args.counters + tail_tile * 8 + w8, w8))
+          continue;
+      }
       if (stores && full_tiles && m0 + kTokens <= args.M && stripe * 16 + 16 <= args.N) {  // warp-uniform
         store_full_tile256<T>(args, acc, stripe, m0, ts);
       } else if (stores) {
@@ -524,6 +594,16 @@ auto with_dtype(DType t, F&& f) {
   return f.template operator()<__nv_bfloat16>();
 }
 
+// KBIT_TILE_NO_TAIL_SPLIT=1: the 256-token kernel runs every tile whole, as before the
+// split tail (for A/B runs of the two in one binary).
+inline bool tile_tail_split_disabled() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("KBIT_TILE_NO_TAIL_SPLIT");
+    return v && *v && *v != '0';
+  }();
+  return disabled;
+}
+
 template <int KB>
 void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stream) {
   KBIT_REQUIRE(a_in.expert_offsets == nullptr, "fused linear: wgmma_tile items have no grouped (expert) mode");
@@ -540,19 +620,15 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     with_dtype(t, [&]<typename T>() {
       check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
       const int64_t items = (int64_t(a.stripes) + 7) / 8 * a.tiles;
-      KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
-      const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
+      KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
       TileArgs ta{};
+      ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, a.tile_partials && !tile_tail_split_disabled() ? a.tile_partial_slots : 0);
+      const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
       ta.f = a;
       ta.x_tma = true;
       ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, 256, 64, true, "fused linear (tile)", "x");
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = grid, cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = tile_ws_smem_bytes<KB>(), cfg.stream = stream;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr.val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = &attr, cfg.numAttrs = a.pdl ? 1 : 0;
-      check_cuda(cudaLaunchKernelEx(&cfg, tile_ws_kernel<KB, T>, ta), "fused linear: tile kernel launch");
+      launch_maybe_pdl(tile_ws_kernel<KB, T>, grid, dim3(384), tile_ws_smem_bytes<KB>(), stream, a.pdl,
+                       "fused linear: tile kernel launch", ta);
     });
     return;
   }
@@ -568,17 +644,8 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     // TMA needs a 16-byte aligned x with rows a multiple of 16 bytes apart (x_vec).
     t.x_tma = a.x_vec;
     if (t.x_tma) t.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, NT * 8, 64, true, "fused linear (tile)", "x");
-    if (a.pdl) {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = grid, cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = stream;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr.val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = &attr, cfg.numAttrs = 1;
-      check_cuda(cudaLaunchKernelEx(&cfg, tile_linear_kernel<KB, T, NT, WARPS>, t), "fused linear: PDL launch (tile)");
-    } else {
-      tile_linear_kernel<KB, T, NT, WARPS><<<grid, WARPS * 32, smem, stream>>>(t);
-    }
+    launch_maybe_pdl(tile_linear_kernel<KB, T, NT, WARPS>, grid, dim3(WARPS * 32), smem, stream, a.pdl,
+                     "fused linear: tile kernel launch", t);
     check_launch("fused linear tile kernel");
   });
 }
