@@ -331,9 +331,9 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
   }
   if (l.max_m > 64 && cuda::detail::device_has_wgmma()) {
     // The 256-token tile kernel (tuned or forced from M = 65) and its split tail
-    // (tile_schedule.h): up to two waves of partial
-    // tiles (128 KB each; 34 MB on an H200). Its counters (8 per tail tile) fit in `counters`,
-    // which has one per 8 tokens x 16 rows, 256 per tile.
+    // (tile_schedule.h): up to two waves of partial tiles (128 KB each; 34 MB on an H200).
+    // Its counters (8 per tail tile) fit in `counters`, which has one per 8 tokens x 16
+    // rows, 256 per tile.
     impl_->tile_partial_slots = 2 * int64_t(current_sm_count());
     impl_->tile_partials = Buffer::allocate(
         Memory::device, size_t(impl_->tile_partial_slots * cuda::detail::kWsPartialTileFloats) * 4);

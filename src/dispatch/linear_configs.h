@@ -28,7 +28,10 @@ inline constexpr int64_t kLargeFusedMaxM = 64;
 // number at least a quarter of the SMs, else dequantize + cuBLAS. H200, glm47 at M = 128 (2026-12-01,
 // bench/results/h200-tile-ws-bench-glm47-m128-512-4096-session24.txt): q, o, shared_gu and
 // shared_dn (40-192 tiles) 50-95 us against 82-159 dequantize + cuBLAS; kv and moe_gu (16, 24
-// tiles) 33-36 us against 20-23. At M = 512 dequantize + cuBLAS wins but on shared_gu.
+// tiles) 33-36 us against 20-23. Above kTileMaxM the tuned table decides: at M = 512 (H200,
+// 2026-12-01, with the split tail) the 256-token kernel wins glm47 q, o, shared_dn and
+// shared_gu (63-126 M weights; k = 4 q 109 us, o 124, against 133-140 for dequantize +
+// cuBLAS) and loses on every smaller W; at M = 4096 dequantize + cuBLAS wins everywhere.
 inline constexpr int64_t kTileMaxM = 256;
 // Untuned small W at k >= 3: cta_shuffle items (no pair table) where K has at most this many
 // 128-column supertiles and the 16-row stripes are no more than the SMs (one CTA's work each:
