@@ -93,11 +93,14 @@ void swiglu(const TensorView& gate_up, const MutableTensorView& h, cudaStream_t 
 
 struct ExpertLinearOptions {
   // automatic: the grouped GEMV for decode-sized inputs (at most kGroupedGemvMaxRows rows,
-  // when its bounds fit the workspace and shared memory), the fused kernel otherwise;
+  // when its bounds fit the workspace and shared memory), the fused kernel otherwise, and
+  // on Hopper the tile kernels (wgmma_tile items) for prefill-sized experts;
   // gemv or fused_mma force one (gemv fails clearly when it does not fit).
   LinearPath path = LinearPath::automatic;
   int tile_rows = 0;           // grouped GEMV: rows per tile, 1, 2 or 4 (0: from the rows per expert)
-  int n_tiles = 0, warps = 0;  // fused-kernel overrides (0: from the rows per expert)
+  // Fused and tile kernel overrides (0: from the rows per expert): n_tiles 1, 2, 4 or 8
+  // (wgmma_tile 8, 16 or 32 token tiles of 8 rows), warps 4 or 8.
+  int n_tiles = 0, warps = 0;
   LinearItems items = LinearItems::automatic;
   bool pdl = false;  // programmatic dependent launch (the kernel waits before reading the offsets)
 };

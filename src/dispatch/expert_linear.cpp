@@ -1,5 +1,5 @@
-// kbit::expert_linear: checks and the launch of the fused kernel in grouped mode
-// (src/cuda/linear/fused_linear.cuh: items over the token tiles of non-empty experts).
+// kbit::expert_linear: checks and the launch of the grouped GEMV, the fused kernel or the
+// tile kernels in grouped mode (items over the token tiles of non-empty experts).
 #include <algorithm>
 
 #include "core/checks.h"
@@ -10,6 +10,14 @@
 #include "kbit/moe.h"
 
 namespace kbit {
+
+namespace {
+// Prefill: the tile kernels (wgmma_tile items) from this many rows per active expert on
+// average, token tiles of 64, 128 or 256 rows by that average. Set from kbit bench moe on
+// the H200 (BENCHMARKS.md, "MoE prefill with the tile kernels").
+constexpr int64_t kGroupedTileMinRows = 32;
+int grouped_tile_n_tiles(int64_t rows_per_expert) { return rows_per_expert <= 64 ? 8 : rows_per_expert <= 128 ? 16 : 32; }
+}  // namespace
 
 bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, const QuantizedMatrix& w, int64_t experts,
                               const int32_t* expert_offsets, const MutableTensorView& y, LinearWorkspace& ws,
@@ -75,23 +83,43 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   // to 6537 us (cuBLAS 4409), and Qwen3's (top-10 of 512, 10 rows per expert at T = 512,
   // n_tiles 2) from 630 to 321 us (cuBLAS 568); wgmma items were slower than stripes (glm47
   // 1332 and 8765 us). Below 9 rows (n_tiles 1) cta items, not measured against stripes.
+  // From kGroupedTileMinRows on Hopper the tile kernels: glm47 T = 4096 moe_gu 6533 -> 2381 us
+  // (cuBLAS 4321), Qwen3 T = 2048 (40 rows) 869 -> 584 (cuBLAS 563).
   const int64_t rows_per_expert = (p + active - 1) / active;
   const int tiles_for_rows = default_n_tiles(rows_per_expert);
-  const LinearItems items = o.items != LinearItems::automatic ? o.items
-                            : tiles_for_rows >= 2            ? LinearItems::stripes
-                                                             : LinearItems::cta;
+  // The tile kernels (wgmma_tile items, Hopper) in grouped mode read their token tiles from
+  // a table in the workspace's split-K partials buffer (unused by grouped calls).
+  auto& impl = ws.impl();
+  const int64_t table_capacity = int64_t(impl.partials.size() / sizeof(int4));
+  const int tile_n_tiles_default = grouped_tile_n_tiles(rows_per_expert);
+  const bool tile_fits = cuda::detail::device_has_wgmma() &&
+                         table_capacity >= cuda::detail::grouped_tile_entries(p, int(experts), 8 * std::min(tile_n_tiles_default, 16));
+  const LinearItems items = o.items != LinearItems::automatic              ? o.items
+                            : tile_fits && rows_per_expert >= kGroupedTileMinRows ? LinearItems::wgmma_tile
+                            : tiles_for_rows >= 2                         ? LinearItems::stripes
+                                                                          : LinearItems::cta;
+  const bool tile = items == LinearItems::wgmma_tile;
   const int n_tiles = o.n_tiles                             ? o.n_tiles
+                      : tile                              ? tile_n_tiles_default
                       : items == LinearItems::wgmma       ? wgmma_n_tiles(rows_per_expert)
                       : items == LinearItems::cta_shuffle ? std::min(tiles_for_rows, cuda::detail::kCtaShuffleMaxNTiles)
                                                           : tiles_for_rows;
-  const int warps = o.warps ? o.warps : 4;
-  KBIT_REQUIRE(items != LinearItems::wgmma_tile, "expert_linear: wgmma_tile items have no grouped mode (use stripes or wgmma)");
+  const int warps = tile && n_tiles == 32 ? 8 : o.warps ? o.warps : tile ? 8 : 4;
   KBIT_REQUIRE(items != LinearItems::wgmma || n_tiles >= 4, "expert_linear: wgmma items take n_tiles 4 or 8, got ",
                n_tiles);
   KBIT_REQUIRE(items != LinearItems::cta_shuffle || n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,
                "expert_linear: cta_shuffle items take n_tiles up to ", cuda::detail::kCtaShuffleMaxNTiles, ", got ", n_tiles);
-  KBIT_REQUIRE(n_tiles == 1 || n_tiles == 2 || n_tiles == 4 || n_tiles == 8,
-               "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
+  if (tile) {
+    KBIT_REQUIRE(n_tiles == 8 || n_tiles == 16 || n_tiles == 32,
+                 "expert_linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", n_tiles);
+    // (128-token tiles where n_tiles 32 falls back to them for an unaligned x)
+    const int64_t needed = cuda::detail::grouped_tile_entries(p, int(experts), 8 * std::min(n_tiles, 16));
+    KBIT_REQUIRE(table_capacity >= needed, "expert_linear: the workspace's tile table holds ", table_capacity,
+                 " tiles, ", p, " rows of ", experts, " experts need ", needed, " (create it with a larger max_n)");
+  } else {
+    KBIT_REQUIRE(n_tiles == 1 || n_tiles == 2 || n_tiles == 4 || n_tiles == 8,
+                 "expert_linear: n_tiles must be 1, 2, 4 or 8, got ", n_tiles);
+  }
   KBIT_REQUIRE(warps == 4 || warps == 8, "expert_linear: warps must be 4 or 8, got ", warps);
 
   cuda::detail::FusedArgs a = detail::fused_args(w, x, y);
@@ -102,6 +130,10 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   a.pdl = a.pdl || o.pdl;
   a.expert_offsets = expert_offsets;
   a.experts = int(experts);
+  if (tile) {
+    a.grouped_tiles = static_cast<int4*>(impl.partials.data());
+    a.grouped_tile_capacity = table_capacity;
+  }
   a.max_ctas = detail::linear_sm_count() * detail::linear_occupancy(w.bits(), n_tiles, warps, items, x.dtype);
   const cuda::detail::FusedShape shape{n_tiles, warps, detail::fused_items(items)};
   detail::launch_fused(w.bits(), a, shape, x.dtype, stream);

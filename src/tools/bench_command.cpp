@@ -190,9 +190,12 @@ void add_bench_command(CLI::App& app) {
   mcmd->add_option("--json", moe->json_path, "one JSON object per row");
   auto moe_items = std::make_shared<std::string>("auto");
   mcmd->add_option("--items", *moe_items,
-                   "kbit::expert_linear's fused-kernel item mode: auto, cta, warp, stripes or wgmma (anything but auto "
-                   "forces the fused kernel)")
+                   "kbit::expert_linear's item mode: auto, cta, warp, stripes, wgmma or wgmma_tile (anything but auto "
+                   "forces the fused or tile kernels)")
       ->capture_default_str();
+  mcmd->add_option("--n-tiles", moe->kbit.n_tiles,
+                   "token tiles of 8 rows per item (0: from the rows per expert; wgmma_tile 8, 16 or 32)");
+  mcmd->add_option("--warps", moe->kbit.warps, "warps per CTA, 4 or 8 (0: the plan's)");
   mcmd->callback([moe, moe_items] {
     moe->kbit.items = parse_linear_items(*moe_items);
     KBIT_REQUIRE(moe->repeats > 0, "--repeats must be positive");

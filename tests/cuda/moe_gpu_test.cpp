@@ -15,6 +15,7 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/moe.h"
+#include "cuda/device_checks.h"
 #include "dispatch/linear_internal.h"
 #include "support/gpu_test_support.h"
 
@@ -143,8 +144,10 @@ TEST(GpuRouting, GatherAndCombineMatchHostLoops) {
 // the automatic choice, the fused kernel and (decode sizes) the grouped GEMV with every
 // tile size. pattern: 0 random logits, 1 all tokens on the first top_k experts, 2 the
 // first, middle and last experts empty.
+// tile_variants: only the automatic choice and the tile kernels (wgmma_tile items, every
+// token tile size and warp count), which run on Hopper only.
 void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int top_k, int64_t tokens, int pattern,
-                         uint64_t seed) {
+                         uint64_t seed, bool tile_variants = false) {
   const std::string what = "k=" + std::to_string(bits) + " E=" + std::to_string(experts) + " top_k=" +
                            std::to_string(top_k) + " T=" + std::to_string(tokens) + " pattern " +
                            std::to_string(pattern);
@@ -185,22 +188,29 @@ void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int to
   // the automatic choice, the fused kernel, and (decode sizes) the grouped GEMV
   // with every tile size
   std::vector<std::pair<ExpertLinearOptions, std::string>> variants{{{}, "auto"}};
+  if (tile_variants) {
+    for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}, {32, 8}}) {
+      ExpertLinearOptions t;
+      t.items = LinearItems::wgmma_tile, t.n_tiles = n_tiles, t.warps = warps;
+      variants.push_back({t, "wgmma_tile n_tiles=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps)});
+    }
+  }
   ExpertLinearOptions fused;
   fused.path = LinearPath::fused_mma;
-  variants.push_back({fused, "fused_mma"});
+  if (!tile_variants) variants.push_back({fused, "fused_mma"});
   ExpertLinearOptions shared_x = fused;  // stripes of a CTA sharing x (a partial group when N = 48)
   shared_x.items = LinearItems::stripes;
-  variants.push_back({shared_x, "fused_mma items=stripes"});
+  if (!tile_variants) variants.push_back({shared_x, "fused_mma items=stripes"});
   ExpertLinearOptions shuffle = fused;  // cta items without the pair table
   shuffle.items = LinearItems::cta_shuffle;  // n_tiles clamped to kCtaShuffleMaxNTiles where the rows per expert would take 4 or 8
-  variants.push_back({shuffle, "fused_mma items=cta_shuffle"});
+  if (!tile_variants) variants.push_back({shuffle, "fused_mma items=cta_shuffle"});
   ExpertLinearOptions wgmma = fused;  // one warpgroup per 64 rows, 32 or 64 tokens per tile
   wgmma.items = LinearItems::wgmma;
-  variants.push_back({wgmma, "fused_mma items=wgmma"});
+  if (!tile_variants) variants.push_back({wgmma, "fused_mma items=wgmma"});
   ExpertLinearOptions wgmma2 = wgmma;  // two warpgroups sharing x
   wgmma2.warps = 8;
-  variants.push_back({wgmma2, "fused_mma items=wgmma warps=8"});
-  if (pairs <= kGroupedGemvMaxRows)
+  if (!tile_variants) variants.push_back({wgmma2, "fused_mma items=wgmma warps=8"});
+  if (pairs <= kGroupedGemvMaxRows && !tile_variants)
     for (int rows : {1, 2, 4}) {
       ExpertLinearOptions g;
       g.path = LinearPath::gemv, g.tile_rows = rows;
@@ -229,6 +239,22 @@ TEST(GpuExpertLinear, MatchesPerExpertFp64ForAnyRouting) {
             check_expert_linear(bits, experts, n, k, top_k, tokens, pattern, seed);
             seed += 3;
           }
+}
+
+// Prefill sizes through the tile kernels in grouped mode (the 64/128-token kernel and the
+// warp-specialised 256-token one): experts of several tiles (all rows on top_k experts),
+// partial tiles whose rows run into the next experts, empty experts first, middle and last,
+// a partial group of 8 stripes (N = 144) and a K tail (K = 416: 3.25 supertiles).
+TEST(GpuExpertLinear, TileKernelsGrouped) {
+  KBIT_SKIP_WITHOUT_GPU();
+  if (!cuda::detail::device_has_wgmma()) GTEST_SKIP() << "the tile kernels need an sm_90 GPU";
+  uint64_t seed = 900;
+  for (int bits : {2, 3, 4, 5})
+    for (auto [experts, top_k, tokens, pattern] :
+         {std::tuple<int64_t, int, int64_t, int>{8, 2, 300, 1}, {160, 8, 40, 2}, {160, 8, 300, 0}, {1, 1, 600, 0}}) {
+      check_expert_linear(bits, experts, 144, 416, top_k, tokens, pattern, seed, true);
+      seed += 3;
+    }
 }
 
 // Decode sizes on experts large enough that the grouped GEMV splits (tile, stripe)

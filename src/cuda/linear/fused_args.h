@@ -40,7 +40,23 @@ struct FusedArgs : LinearOperands {
   // tiles of the non-empty experts only. Requires splits == 1, no bias, no residual.
   const int32_t* expert_offsets = nullptr;
   int experts = 0;  // 1..kbit::kMaxExperts (kbit/moe.h)
+  // Grouped wgmma_tile items: the token tiles of the non-empty experts, written by
+  // launch_grouped_tile_table into a workspace buffer of `grouped_tile_capacity` entries
+  // (the launcher's; the tile kernels have no shared memory left for the fused kernel's table).
+  int4* grouped_tiles = nullptr;
+  int64_t grouped_tile_capacity = 0;
 };
+
+// Grouped tile table: entry 0 = {tiles, 0, 0, 0}; entry 1 + t = {expert, first row, end row
+// of the expert, 0} for token tile t of `rows` rows (clamped to [0, rows_total)), over the non-empty experts in order
+// (rows of an expert's last tile past its end belong to the next experts: computed, never
+// stored). Needs ceil(P / rows) + experts + 1 entries for P rows in all; at most `capacity`
+// are written. One CTA; it waits on the previous kernel (PDL) before reading the offsets.
+void launch_grouped_tile_table(const int32_t* expert_offsets, int experts, int rows, int64_t rows_total, int4* table,
+                               int64_t capacity, bool pdl, cudaStream_t stream);
+inline int64_t grouped_tile_entries(int64_t rows_total, int experts, int rows) {
+  return (rows_total + rows - 1) / rows + experts + 1;
+}
 
 // How items (16-row stripe or group of stripes, K split, token tile) go to warps:
 // warp: one warp per item; cta: the warps of a CTA share each item's supertiles;

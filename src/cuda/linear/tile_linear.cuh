@@ -40,6 +40,10 @@
 // The split tail (tile_schedule.h; same day, A/B in one binary): M = 512 k = 4 q 130.4 ->
 // 108.0-108.7 us (cuBLAS bf16 84-87), o 141.1 -> 121.9, kv 62.6 -> 31.6; the tuned table now
 // takes it for glm47 q, o, shared_dn and shared_gu at M = 512 (0.70-0.83x cuBLAS bf16).
+// Grouped mode (kbit::expert_linear, FusedArgs::grouped_tiles): items run over the token
+// tiles of a table that grouped_tile_table.cu writes just before (expert, first row, end
+// row), W's stripes offset by the expert; no splits. MoE prefill (same day, k = 4, against
+// cuBLAS grouped bf16): GLM-4.7 T = 4096 moe_gu 6533 -> 2381 us (1.82x), moe_dn 3701 -> 1436.
 #pragma once
 
 #include <cstdlib>
@@ -141,7 +145,11 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   const int units = (args.stripes + WARPS - 1) / WARPS;
-  const int items = units * args.splits * args.tiles;
+  // Grouped (expert_linear): items over the table's token tiles (launch_grouped_tile_table),
+  // written by the kernel just before this one.
+  const int4* grouped = args.grouped_tiles;
+  if (grouped) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  const int items = grouped ? grouped[0].x * units : units * args.splits * args.tiles;
   // This lane's A rows and their byte offsets (the chunk is added per store): row g of the
   // stripe goes to A row tile_a_row(g), so that lanes g = 2p, 2p + 1 of a quarter warp write
   // rows p and p + 4 of an atom, whose swizzles differ in bit 2 (8 distinct bank groups).
@@ -154,12 +162,17 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     int stripe = unit * WARPS + warp;
     const bool stores = stripe < args.stripes;  // a warp past the last stripe streams it again, stores nothing
     stripe = min(stripe, args.stripes - 1);
-    const int m0 = (item / (units * args.splits)) * kTokens;
+    int m0 = (item / (units * args.splits)) * kTokens, m_end = args.M;
+    int64_t w_stripe = stripe;  // in the stacked experts' rows when grouped
+    if (grouped) {
+      const int4 tile = grouped[1 + item / units];
+      m0 = tile.y, m_end = tile.z, w_stripe = int64_t(tile.x) * args.stripes + stripe;
+    }
     const int st_begin = split * args.supertiles_per_split;
     const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
     const int st_last = st_end - 1;
-    const uint2* wbase = args.words + int64_t(stripe) * args.supertiles * KB * 32 + lane;
-    const uint2* sbase = args.scales + int64_t(stripe) * args.supertiles * 8 + g;
+    const uint2* wbase = args.words + w_stripe * args.supertiles * KB * 32 + lane;
+    const uint2* sbase = args.scales + w_stripe * args.supertiles * 8 + g;
 
     float acc[NT][4];
 #pragma unroll
@@ -257,7 +270,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     }
     wgmma_wait_ss<0, NT>(acc);
     if (!stores) continue;  // (the next item starts with a barrier every warp reaches)
-    finish_item<T, NT, true>(args, acc, stripe, split, m0, args.M, ts);
+    finish_item<T, NT, true>(args, acc, stripe, split, m0, m_end, ts);
   }
 }
 
@@ -408,7 +421,20 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   if constexpr (KB >= 3) fill_pair_table<KB>(lut, args.codebook16, cb16);
   __syncthreads();
   const int units = (args.stripes + kStripes - 1) / kStripes;  // tile = token tile * units + unit
-  const int work = targs.ws.work();
+  // Grouped (expert_linear): the token tiles come from the table (launch_grouped_tile_table,
+  // the kernel just before this one), no tail splits; the host's work is a bound.
+  const int4* grouped = args.grouped_tiles;
+  if (grouped) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  const int work = grouped ? min(targs.ws.work(), grouped[0].x * units) : targs.ws.work();
+  // Token tile `tile / units`: its first row, end row and first stripe of W's rows.
+  auto tile_rows = [&](int tile, int& m0, int& m_end, int64_t& w_stripe0) {
+    if (grouped) {
+      const int4 t = grouped[1 + tile / units];
+      m0 = t.y, m_end = t.z, w_stripe0 = int64_t(t.x) * args.stripes;
+    } else {
+      m0 = (tile / units) * kTokens, m_end = args.M, w_stripe0 = 0;
+    }
+  };
 
   if (wg == 0) {  // decode warps
     uint32_t pool_lo = 0, pool_hi = 0;
@@ -418,10 +444,14 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     uint32_t it = 0;
     for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
       const WsUnit wu = ws_unit(targs.ws, j, args.supertiles);
-      const int unit = wu.tile % units, m0 = (wu.tile / units) * kTokens, nst = wu.st_count;
+      const int unit = wu.tile % units, nst = wu.st_count;
+      int m0, m_end;
+      int64_t w_stripe0;
+      tile_rows(wu.tile, m0, m_end, w_stripe0);
       const int s0 = min(unit * kStripes + wl, args.stripes - 1), s1 = min(unit * kStripes + wl + 4, args.stripes - 1);
       const int st_last = nst - 1;
-      const int64_t st0_off = int64_t(s0) * args.supertiles + wu.st_begin, st1_off = int64_t(s1) * args.supertiles + wu.st_begin;
+      const int64_t st0_off = (w_stripe0 + s0) * args.supertiles + wu.st_begin,
+                    st1_off = (w_stripe0 + s1) * args.supertiles + wu.st_begin;
       const uint2* wb0 = args.words + st0_off * KB * 32 + lane;
       const uint2* wb1 = args.words + st1_off * KB * 32 + lane;
       const uint2* sb0 = args.scales + st0_off * 8 + g;
@@ -513,7 +543,10 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
     for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
       const WsUnit wu = ws_unit(targs.ws, j, args.supertiles);
-      const int unit = wu.tile % units, m0 = (wu.tile / units) * kTokens;
+      const int unit = wu.tile % units;
+      int m0, m_end;
+      int64_t w_stripe0;
+      tile_rows(wu.tile, m0, m_end, w_stripe0);
       int stripe = unit * kStripes + 4 * (wg - 1) + wl;
       const bool stores = stripe < args.stripes;
       stripe = min(stripe, args.stripes - 1);
@@ -548,10 +581,10 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
                                       args.counters + tail_tile * 8 + w8, w8))
           continue;
       }
-      if (stores && full_tiles && m0 + kTokens <= args.M && stripe * 16 + 16 <= args.N) {  // warp-uniform
+      if (stores && full_tiles && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
         store_full_tile256<T>(args, acc, stripe, m0, ts);
       } else if (stores) {
-        finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, args.M, ts);
+        finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, m_end, ts);
       }
     }
   }
@@ -606,11 +639,28 @@ inline bool tile_tail_split_disabled() {
 
 template <int KB>
 void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stream) {
-  KBIT_REQUIRE(a_in.expert_offsets == nullptr, "fused linear: wgmma_tile items have no grouped (expert) mode");
   FusedArgs a = a_in;
   if (s.n_tiles == 32 && !a.x_vec) {  // TMA needs 16-byte aligned x: the 128-token kernel instead
     s.n_tiles = 16, s.warps = 8;
     a.tiles = (a.M + 127) / 128;
+  }
+  // Grouped (expert_linear): the token tiles' table first, then items over at most every
+  // row's tile plus one partial tile per expert (the device knows the exact count).
+  const bool grouped = a.expert_offsets != nullptr;
+  int64_t tiles_bound = a.tiles;
+  if (grouped) {
+    KBIT_REQUIRE(a.splits == 1 && !a.bias && !a.residual && a.experts >= 1 && a.experts <= kbit::kMaxExperts,
+                 "fused linear: grouped mode needs splits = 1, no bias or residual, 1..", kbit::kMaxExperts, " experts");
+    const int rows = s.n_tiles * 8;
+    KBIT_REQUIRE(a.grouped_tiles && a.grouped_tile_capacity >= grouped_tile_entries(a.M, a.experts, rows),
+                 "fused linear: the grouped tile table needs ", grouped_tile_entries(a.M, a.experts, rows),
+                 " entries, the workspace has ", a.grouped_tile_capacity);
+    launch_grouped_tile_table(a.expert_offsets, a.experts, rows, a.M, a.grouped_tiles, a.grouped_tile_capacity, a.pdl,
+                              stream);
+    a.pdl = true;  // the tile kernel's prologue overlaps the table's launch; it waits before reading the table
+    tiles_bound = int64_t(a.tiles) + a.experts;
+  } else {
+    a.grouped_tiles = nullptr;
   }
   if (s.n_tiles == 32) {
     KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
@@ -619,10 +669,11 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     KBIT_REQUIRE(a.tiles == (a.M + 255) / 256, "fused linear: token tiles do not match n_tiles");
     with_dtype(t, [&]<typename T>() {
       check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
-      const int64_t items = (int64_t(a.stripes) + 7) / 8 * a.tiles;
+      const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
       KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
       TileArgs ta{};
-      ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, a.tile_partials && !tile_tail_split_disabled() ? a.tile_partial_slots : 0);
+      const bool split_tail = a.tile_partials && !grouped && !tile_tail_split_disabled();
+      ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? a.tile_partial_slots : 0);
       const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
       ta.f = a;
       ta.x_tma = true;
@@ -635,7 +686,7 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
   with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {
     check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
     KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
-    const int64_t items = (int64_t(a.stripes) + WARPS - 1) / WARPS * a.splits * a.tiles;
+    const int64_t items = (int64_t(a.stripes) + WARPS - 1) / WARPS * a.splits * tiles_bound;
     KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
     const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
     const size_t smem = tile_smem_bytes<KB, NT, WARPS>();
