@@ -264,48 +264,56 @@ TEST(GpuLinear, Tile256WholeWavesAndSplitTail) {
   }
 }
 
-// The 256-token kernel's epilogue with bias and residual: full token tiles (M = 512 + a
-// partial third) and rows past N (N = 264), y and the residual with an even leading
+// The tile kernels' epilogue with bias and residual: full token tiles (M = 600: full tiles
+// and a partial last one) and rows past N (N = 264), y and the residual with an even leading
 // dimension (4-byte pair stores) and an odd one (the generic per-element epilogue). Both
 // must match the reference and each other bit for bit.
-TEST(GpuLinear, Tile256BiasResidualPairStores) {
+TEST(GpuLinear, TileBiasResidualPairStores) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 264, k = 512, m = 600;
   LinearWorkspace ws({m, n, k, true});
-  LinearOptions o = tile256_options();
-  for (int bits : {2, 3, 4, 5})
-    for (DType dt : {DType::f16, DType::bf16}) {
-      const std::string what = "k=" + std::to_string(bits) + " " + std::string(dtype_name(dt));
-      const Quantized q = quantize_random(n, k, bits, 950 + bits);
-      const HostMatrix x = random_matrix(m, k, dt, 951);
-      const HostMatrix b = random_matrix(1, n, dt, 952);
-      std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
-      Buffer xd = upload(x), bd = upload(b);
-      std::vector<std::vector<uint16_t>> outs;
-      for (int64_t ld : {n + 2, n + 1}) {
-        const HostMatrix r = random_matrix(m, n, dt, 953, 1.0f, 0.0, ld);
-        std::vector<double> want = ref;
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) want[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
-        Buffer rd = upload(r);
-        Buffer yd = Buffer::allocate(Memory::device, size_t(m * ld) * 2);
-        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
-        o.bias = bd.data();
-        o.residual = TensorView{rd.data(), dt, m, n, ld};
-        linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n, ld}, ws, nullptr,
-               o);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-        const auto all = download16(yd.data(), size_t(m * ld));
-        std::vector<uint16_t> got;
-        for (int64_t i = 0; i < m; ++i) {
-          got.insert(got.end(), all.begin() + i * ld, all.begin() + i * ld + n);
-          for (int64_t j = n; j < ld; ++j) ASSERT_EQ(all[size_t(i * ld + j)], 0xffff) << what << " row padding, ld " << ld;
+  // Every tile kernel shape without K splits (the pair stores' condition): 256 tokens, and
+  // 64 / 128 tokens with one or two warpgroups.
+  std::vector<std::pair<LinearOptions, std::string>> shapes{{tile256_options(), "nt=32"}};
+  for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}}) {
+    LinearOptions t = tile256_options();
+    t.n_tiles = n_tiles, t.warps = warps, t.splits = 1;
+    shapes.push_back({t, "nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps)});
+  }
+  for (auto [o, shape] : shapes)
+    for (int bits : {2, 3, 4, 5})
+      for (DType dt : {DType::f16, DType::bf16}) {
+        const std::string what = shape + " k=" + std::to_string(bits) + " " + std::string(dtype_name(dt));
+        const Quantized q = quantize_random(n, k, bits, 950 + bits);
+        const HostMatrix x = random_matrix(m, k, dt, 951);
+        const HostMatrix b = random_matrix(1, n, dt, 952);
+        std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+        Buffer xd = upload(x), bd = upload(b);
+        std::vector<std::vector<uint16_t>> outs;
+        for (int64_t ld : {n + 2, n + 1}) {
+          const HostMatrix r = random_matrix(m, n, dt, 953, 1.0f, 0.0, ld);
+          std::vector<double> want = ref;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) want[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
+          Buffer rd = upload(r);
+          Buffer yd = Buffer::allocate(Memory::device, size_t(m * ld) * 2);
+          ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+          o.bias = bd.data();
+          o.residual = TensorView{rd.data(), dt, m, n, ld};
+          linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n, ld}, ws, nullptr,
+                 o);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          const auto all = download16(yd.data(), size_t(m * ld));
+          std::vector<uint16_t> got;
+          for (int64_t i = 0; i < m; ++i) {
+            got.insert(got.end(), all.begin() + i * ld, all.begin() + i * ld + n);
+            for (int64_t j = n; j < ld; ++j) ASSERT_EQ(all[size_t(i * ld + j)], 0xffff) << what << " row padding, ld " << ld;
+          }
+          EXPECT_LE(relative_error(dt, got, want, m * n), tolerance(dt)) << what << " ld " << ld;
+          outs.push_back(std::move(got));
         }
-        EXPECT_LE(relative_error(dt, got, want, m * n), tolerance(dt)) << what << " ld " << ld;
-        outs.push_back(std::move(got));
+        EXPECT_EQ(outs[0], outs[1]) << what << ": pair stores differ from the per-element epilogue";
       }
-      EXPECT_EQ(outs[0], outs[1]) << what << ": pair stores differ from the per-element epilogue";
-    }
 }
 
 TEST(GpuLinear, BiasResidualAndStridedViews) {
