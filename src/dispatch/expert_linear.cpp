@@ -91,9 +91,13 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   // a table in the workspace's split-K partials buffer (unused by grouped calls).
   auto& impl = ws.impl();
   const int64_t table_capacity = int64_t(impl.partials.size() / sizeof(int4));
+  // Entries for tiles of 8 n_tiles rows (128 where n_tiles 32 falls back to 128-token tiles
+  // for an unaligned x).
+  auto table_entries = [&](int tile_n_tiles) {
+    return cuda::detail::grouped_tile_entries(p, int(experts), 8 * std::min(tile_n_tiles, 16));
+  };
   const int tile_n_tiles_default = grouped_tile_n_tiles(rows_per_expert);
-  const bool tile_fits = cuda::detail::device_has_wgmma() &&
-                         table_capacity >= cuda::detail::grouped_tile_entries(p, int(experts), 8 * std::min(tile_n_tiles_default, 16));
+  const bool tile_fits = cuda::detail::device_has_wgmma() && table_capacity >= table_entries(tile_n_tiles_default);
   const LinearItems items = o.items != LinearItems::automatic              ? o.items
                             : tile_fits && rows_per_expert >= kGroupedTileMinRows ? LinearItems::wgmma_tile
                             : tiles_for_rows >= 2                         ? LinearItems::stripes
@@ -112,8 +116,7 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
   if (tile) {
     KBIT_REQUIRE(n_tiles == 8 || n_tiles == 16 || n_tiles == 32,
                  "expert_linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", n_tiles);
-    // (128-token tiles where n_tiles 32 falls back to them for an unaligned x)
-    const int64_t needed = cuda::detail::grouped_tile_entries(p, int(experts), 8 * std::min(n_tiles, 16));
+    const int64_t needed = table_entries(n_tiles);
     KBIT_REQUIRE(table_capacity >= needed, "expert_linear: the workspace's tile table holds ", table_capacity,
                  " tiles, ", p, " rows of ", experts, " experts need ", needed, " (create it with a larger max_n)");
   } else {
