@@ -139,10 +139,12 @@ class DequantCublasBackend : public Backend {
   int bits_ = 0;
 };
 
-// kbit::skinny_gemm on the bf16 weights (unquantized layers; issue 6).
+// kbit::skinny_gemm on the bf16 weights (unquantized layers; issue 6); with `pdl` every
+// call launches with programmatic dependent launch (as kbit_linear_pdl).
 class SkinnyBackend : public Backend {
  public:
-  std::string name() const override { return "kbit_skinny"; }
+  explicit SkinnyBackend(bool pdl = false) : pdl_(pdl) {}
+  std::string name() const override { return pdl_ ? "kbit_skinny_pdl" : "kbit_skinny"; }
   void prepare(const CaseInputs& in, int sets) override {
     KBIT_REQUIRE(in.c.m <= kMaxSkinnyM, "kbit_skinny covers M <= ", kMaxSkinnyM);
     prepare_activations(in, sets);
@@ -154,6 +156,7 @@ class SkinnyBackend : public Backend {
   }
   void launch(cudaStream_t s, int set) override {
     SkinnyOptions o;
+    o.pdl = pdl_;
     if (residual_) o.residual = TensorView{r_[size_t(set)].data(), DType::bf16, m_, n_};
     skinny_gemm(TensorView{x_[size_t(set)].data(), DType::bf16, m_, k_}, TensorView{w_[size_t(set)].data(), DType::bf16, n_, k_},
                 MutableTensorView{y_[size_t(set)].data(), DType::bf16, m_, n_}, s, o);
@@ -161,6 +164,7 @@ class SkinnyBackend : public Backend {
   std::string config() const override { return std::string("skinny ") + plan_.describe() + " (" + plan_.source + ")"; }
 
  private:
+  bool pdl_ = false;
   std::vector<Buffer> w_;
   SkinnyPlan plan_;
   int64_t m_ = 0, n_ = 0, k_ = 0;
@@ -221,6 +225,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_linear") return std::make_unique<KbitLinearBackend>(LinearPath::automatic);
   if (name == "kbit_linear_pdl") return std::make_unique<KbitLinearBackend>(LinearPath::automatic, true);
   if (name == "kbit_skinny") return std::make_unique<SkinnyBackend>();
+  if (name == "kbit_skinny_pdl") return std::make_unique<SkinnyBackend>(true);
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
   if (name == "kbit_wgmma")
     return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma);
@@ -283,7 +288,7 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 
 std::vector<std::string> backend_names() {
   return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_wgmma",
-          "kbit_wgmma_tile", "kbit_dequant_cublas", "kbit_skinny", "fixture_wrong"};
+          "kbit_wgmma_tile", "kbit_dequant_cublas", "kbit_skinny", "kbit_skinny_pdl", "fixture_wrong"};
 }
 
 namespace {

@@ -257,32 +257,35 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       c.splits = p.splits;
       configs.push_back(c);
     }
-    for (auto c : configs) {
-      SkinnyBenchRow row = base_row("kbit_skinny");
-      c.device = dev.name, c.n = n, c.k = k, c.m = m;
-      row.config = skinny_config_name(c);
-      try {
-        const SkinnyOptions so = options_of(c);
-        const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
-        c.splits = p.splits;
+    for (auto c : configs)
+      for (const bool pdl : {false, true}) {
+        if (pdl && !o.pdl) continue;
+        SkinnyBenchRow row = base_row(pdl ? "kbit_skinny_pdl" : "kbit_skinny");
+        c.device = dev.name, c.n = n, c.k = k, c.m = m;
         row.config = skinny_config_name(c);
-        const auto info = cuda::detail::skinny_kernel_info(cuda::detail::skinny_shape_of(p), DType::bf16, int(m));
-        row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
-        time_it(row, [&](cudaStream_t s, int call) {
-          SkinnyOptions lo = so;
-          if (o.residual) lo.residual = TensorView{rd[size_t(call % sets)].data(), DType::bf16, m, n};
-          skinny_gemm(TensorView{xd.data(), DType::bf16, m, k}, TensorView{wd[size_t(call % sets)].data(), DType::bf16, n, k},
-                      MutableTensorView{yd.data(), DType::bf16, m, n}, s, lo);
-        });
-      } catch (const std::exception& e) {
-        row.error = e.what();
+        try {
+          const SkinnyOptions so = options_of(c);
+          const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
+          c.splits = p.splits;
+          row.config = skinny_config_name(c);
+          const auto info = cuda::detail::skinny_kernel_info(cuda::detail::skinny_shape_of(p), DType::bf16, int(m));
+          row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
+          time_it(row, [&](cudaStream_t s, int call) {
+            SkinnyOptions lo = so;
+            lo.pdl = pdl;
+            if (o.residual) lo.residual = TensorView{rd[size_t(call % sets)].data(), DType::bf16, m, n};
+            skinny_gemm(TensorView{xd.data(), DType::bf16, m, k}, TensorView{wd[size_t(call % sets)].data(), DType::bf16, n, k},
+                        MutableTensorView{yd.data(), DType::bf16, m, n}, s, lo);
+          });
+        } catch (const std::exception& e) {
+          row.error = e.what();
+        }
+        c.us = row.median_us;
+        row.plan = c;
+        std::fprintf(stderr, "M=%-3lld %-14s %-28s %9.2f us %s\n", (long long)m, row.backend.c_str(), row.config.c_str(),
+                     row.median_us, row.error.empty() ? (row.valid ? "" : "INVALID") : row.error.c_str());
+        rows.push_back(row);
       }
-      c.us = row.median_us;
-      row.plan = c;
-      std::fprintf(stderr, "M=%-3lld %-14s %-28s %9.2f us %s\n", (long long)m, row.backend.c_str(), row.config.c_str(),
-                   row.median_us, row.error.empty() ? (row.valid ? "" : "INVALID") : row.error.c_str());
-      rows.push_back(row);
-    }
   }
   return rows;
 }

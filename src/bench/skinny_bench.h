@@ -26,6 +26,7 @@ struct SkinnyBenchOptions {
   int replays = 0;  // 0: about 2 ms of work per sample
   int shard = 0, shards = 1;
   bool include_cublas = true;
+  bool pdl = false;  // also kbit_skinny_pdl rows: the same configurations chained with PDL
 };
 
 struct SkinnyBenchRow {

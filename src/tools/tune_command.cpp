@@ -69,6 +69,9 @@ void add_tune_skinny(CLI::App* tune) {
   s->add_option("--repeats", a->o.repeats, "timed samples")->capture_default_str();
   s->add_option("--replays", a->o.replays, "graph replays per sample (0: ~2 ms)")->capture_default_str();
   s->add_flag("!--no-residual", a->o.residual, "C = A W^T without R");
+  s->add_flag("--pdl", a->o.pdl,
+              "also time every kbit configuration launched with programmatic dependent launch, each call's "
+              "weight requests overlapping the previous call's end as in a decode step (rows kbit_skinny_pdl)");
   s->add_option("--json", a->json, "one JSON object per (M, backend, config)");
   s->add_option("--table-out", a->table_out, "sweep: merge the fastest config per M into this table");
   s->callback([a] {
@@ -80,10 +83,10 @@ void add_tune_skinny(CLI::App* tune) {
     std::map<int64_t, double> cublas;
     for (const auto& r : rows)
       if (r.backend == "cublas_addmm" && r.error.empty()) cublas[r.m] = r.median_us;
-    std::printf("%4s %-14s %-28s %10s %10s %8s %6s %6s %s\n", "M", "backend", "config", "median us", "cuBLAS us",
+    std::printf("%4s %-15s %-28s %10s %10s %8s %6s %6s %s\n", "M", "backend", "config", "median us", "cuBLAS us",
                 "speedup", "regs", "spill", "valid");
     for (const auto& r : rows)
-      std::printf("%4lld %-14s %-28s %10.2f %10.2f %7.2fx %6d %6d %s\n", (long long)r.m, r.backend.c_str(),
+      std::printf("%4lld %-15s %-28s %10.2f %10.2f %7.2fx %6d %6d %s\n", (long long)r.m, r.backend.c_str(),
                   r.config.substr(0, 28).c_str(), r.median_us, cublas.count(r.m) ? cublas[r.m] : 0.0,
                   r.median_us > 0 && cublas.count(r.m) ? cublas[r.m] / r.median_us : 0.0, r.registers_per_thread,
                   r.spill_bytes, r.error.empty() ? (r.valid ? "yes" : "NO") : r.error.c_str());

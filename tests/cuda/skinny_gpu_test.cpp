@@ -1,5 +1,5 @@
 // kbit::skinny_gemm (and kbit::linear on dense weights) against an fp64 CPU reference: every M in 1..16, with and
-// without residual, bf16 and fp16, N in {8, 100, 7168}, K in {8, 3584, 3592},
+// without residual (and with bias), bf16 and fp16, N in {8, 100, 7168}, K in {8, 3584, 3592},
 // random inputs, poisoned outputs, the planned shape and a cluster split, each loader
 // (the TMA ring and the streaming kernel's two); every kernel shape bit-identical run to
 // run; PDL chains; bad input.
@@ -28,8 +28,9 @@ using test::tolerance;
 using test::upload;
 
 
-// fp64 reference of a x w^T (+ r) over the exact 16-bit operands.
-std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const HostMatrix* r, int64_t m) {
+// fp64 reference of a x w^T (+ r) (+ bias, a 1 x N matrix) over the exact 16-bit operands.
+std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const HostMatrix* r, int64_t m,
+                              const HostMatrix* bias = nullptr) {
   std::vector<double> y(size_t(m * w.rows));
   std::vector<double> wd(size_t(w.rows * w.cols));
   for (int64_t j = 0; j < w.rows; ++j)
@@ -41,7 +42,7 @@ std::vector<double> reference(const HostMatrix& a, const HostMatrix& w, const Ho
       double acc = 0;
       const double* wr = wd.data() + j * w.cols;
       for (int64_t c = 0; c < a.cols; ++c) acc += ad[size_t(c)] * wr[c];
-      y[size_t(i * w.rows + j)] = acc + (r ? double(r->at(i, j)) : 0.0);
+      y[size_t(i * w.rows + j)] = acc + (r ? double(r->at(i, j)) : 0.0) + (bias ? double(bias->at(0, j)) : 0.0);
     }
   }
   return y;
@@ -57,22 +58,27 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
         const HostMatrix w = random_matrix(n, k, dt, seed++, 0.05f);
         const HostMatrix a = random_matrix(16, k, dt, seed++);
         const HostMatrix r = random_matrix(16, n, dt, seed++);
-        Buffer wd = upload(w), ad = upload(a), rd = upload(r);
+        const HostMatrix bias = random_matrix(1, n, dt, seed++);
+        Buffer wd = upload(w), ad = upload(a), rd = upload(r), bd = upload(bias);
         Buffer cd = Buffer::allocate(Memory::device, size_t(16 * n) * 2);
         const auto ref_plain = reference(a, w, nullptr, 16), ref_res = reference(a, w, &r, 16);
+        const auto ref_bias_res = reference(a, w, &r, 16, &bias);
+        // Epilogues: none, R, bias + R (the stream kernels load both before their loop).
         for (int64_t m = 1; m <= 16; ++m)
           for (SkinnyLoader loader : {SkinnyLoader::automatic, SkinnyLoader::registers, SkinnyLoader::staged,
                                       SkinnyLoader::async})
-          for (bool residual : {false, true})
+          for (int epilogue : {0, 1, 2})
             for (bool split : {false, true}) {
+              const bool residual = epilogue >= 1, with_bias = epilogue == 2;
               const std::string what = "N=" + std::to_string(n) + " K=" + std::to_string(k) + " " +
                                        std::string(dtype_name(dt)) + " M=" + std::to_string(m) +
-                                       (residual ? " residual" : "") + (split ? " split" : "") + " loader " +
-                                       skinny_loader_name(loader);
+                                       (residual ? " residual" : "") + (with_bias ? " bias" : "") +
+                                       (split ? " split" : "") + " loader " + skinny_loader_name(loader);
               ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
               SkinnyOptions o;
               o.loader = loader;
               if (residual) o.residual = TensorView{rd.data(), dt, m, n};
+              if (with_bias) o.bias = bd.data();
               const TensorView av{ad.data(), dt, m, k}, wv{wd.data(), dt, n, k};
               const MutableTensorView cv{cd.data(), dt, m, n};
               if (split) o.splits = 4, o.warps = 4;  // a cluster of 4 CTAs per row group (fewer if K is short)
@@ -80,7 +86,7 @@ TEST(GpuSkinny, MatchesFp64ReferenceForEveryMShapeDtypeAndResidual) {
               ASSERT_NO_THROW(skinny_gemm(av, wv, cv, nullptr, o)) << what;
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
               const auto got = download16(cd.data(), size_t(16 * n));
-              const auto& ref = residual ? ref_res : ref_plain;
+              const auto& ref = with_bias ? ref_bias_res : residual ? ref_res : ref_plain;
               EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt)) << what;
               if (m < 16) EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
             }
@@ -240,6 +246,37 @@ TEST(GpuSkinny, ActivationsWithoutSixteenByteAlignmentMatchToo) {
         EXPECT_LE(relative_error(dt, download16(cd.data(), size_t(m * n)), ref, m * n), tolerance(dt)) << what;
       }
     }
+}
+
+TEST(GpuSkinny, BiasAndResidualReadsStayInsideTheirBuffers) {
+  KBIT_SKIP_WITHOUT_GPU();
+  // The stream kernels load bias and R before their loop, for rows and tokens past N and M
+  // too (clamped): buffers of exactly N and M x N elements, N not a multiple of 16, M not
+  // of 8 (memcheck: `--gtest_filter=GpuSkinny.BiasAndResidual*`).
+  const int64_t n = 100, k = 64;
+  for (int64_t m : {1, 3, 9, 16}) {
+    const HostMatrix w = random_matrix(n, k, DType::bf16, 70 + uint64_t(m), 0.05f);
+    const HostMatrix a = random_matrix(m, k, DType::bf16, 80 + uint64_t(m));
+    const HostMatrix r = random_matrix(m, n, DType::bf16, 90 + uint64_t(m));
+    const HostMatrix bias = random_matrix(1, n, DType::bf16, 100 + uint64_t(m));
+    const auto ref = reference(a, w, &r, m, &bias);
+    Buffer wd = upload(w), ad = upload(a), rd = upload(r), bd = upload(bias);
+    Buffer cd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+    for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged, SkinnyLoader::async}) {
+      const std::string what = "M=" + std::to_string(m) + " loader " + skinny_loader_name(loader);
+      ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
+      SkinnyOptions o;
+      o.loader = loader;
+      o.residual = TensorView{rd.data(), DType::bf16, m, n};
+      o.bias = bd.data();
+      ASSERT_NO_THROW(skinny_gemm(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
+                                  MutableTensorView{cd.data(), DType::bf16, m, n}, nullptr, o))
+          << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      EXPECT_LE(relative_error(DType::bf16, download16(cd.data(), size_t(m * n)), ref, m * n), tolerance(DType::bf16))
+          << what;
+    }
+  }
 }
 
 TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {

@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "../common.cuh"
 #include "skinny_args.h"
 
@@ -69,13 +71,52 @@ void launch_skinny_grid(Kernel kernel, const SkinnyArgs& args, unsigned row_grou
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, args), what);
 }
 
+// Bias and residual of warp 0's outputs (C^T rows 16 r + g + 8 h, tokens 8 nt + 2 c + j),
+// loaded into registers before the main loop so that the last CTAs do not wait a DRAM
+// round trip for R after their last MMA. Kept as 16-bit pairs (fewer registers: the
+// 128-column async instance at 16 tokens is at the 128 cap). Outputs past N or M read a
+// valid element that is never stored; absent bias or R read as 0. Only after the
+// previous kernel is complete (griddepcontrol.wait under PDL).
+template <typename T, int NT, int R>
+struct EpilogueAddends {
+  using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  Pair residual[R][2][NT];  // .x: token 8 nt + 2 c, .y: the next token, of row 16 r + g + 8 h
+  Pair bias[R];             // .x: row 16 r + g, .y: row 16 r + g + 8
+};
+
+template <typename T, int NT, int R>
+__device__ __forceinline__ void load_epilogue_addends(EpilogueAddends<T, NT, R>& e, const SkinnyArgs& a,
+                                                      int row_base) {
+  const int lane = int(threadIdx.x & 31), g = lane >> 2, c = lane & 3;
+  const T* bias = static_cast<const T*>(a.bias);
+  const T* res = static_cast<const T*>(a.residual);
+  const T zero = Element<T>::from_float(0.0f);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = min(row_base + 16 * r + g + 8 * h, a.N - 1);
+      const T bv = bias ? bias[row] : zero;
+      (h == 0 ? e.bias[r].x : e.bias[r].y) = bv;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int t0 = min(nt * 8 + 2 * c, a.M - 1), t1 = min(nt * 8 + 2 * c + 1, a.M - 1);
+        e.residual[r][h][nt].x = res ? res[int64_t(t0) * a.ldr + row] : zero;
+        e.residual[r][h][nt].y = res ? res[int64_t(t1) * a.ldr + row] : zero;
+      }
+    }
+}
+
 // acc: C^T rows (16 r + g, 16 r + g + 8) x tokens (8 nt + 2 c, + 1) of warp `warp`'s K
 // range; warps 0..WARPS-1 hold partial sums, any further warps (the ring kernel's
 // producer) only take part in the barriers. `red`: reduction_bytes() of shared memory
-// that nothing else uses any more. Every thread of the CTA must call it.
-template <typename T, int NT, int WARPS, int R>
+// that nothing else uses any more. kAddendsLoaded: warp 0 has `add` from
+// load_epilogue_addends (the stream kernel); otherwise it reads bias and R here, after
+// the last MMA (the ring kernel: its 2-4 stripes would hold up to 32 more registers
+// through its loop). Every thread of the CTA must call it.
+template <typename T, int NT, int WARPS, int R, bool kAddendsLoaded = false>
 __device__ __forceinline__ void reduce_and_store(float (&acc)[R][NT][4], float* red, const SkinnyArgs& a,
-                                                 int row_base) {
+                                                 int row_base, const EpilogueAddends<T, NT, R>& add = {}) {
   using namespace skinny;
   constexpr int kAcc = R * NT * 4;
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
@@ -144,7 +185,9 @@ __device__ __forceinline__ void reduce_and_store(float (&acc)[R][NT][4], float* 
     for (int h = 0; h < 2; ++h) {
       const int row = row_base + 16 * r + g + 8 * h;
       if (row >= a.N) continue;
-      const float bv = bias ? Element<T>::to_float(bias[row]) : 0.0f;
+      const float bv = kAddendsLoaded ? Element<T>::to_float(h == 0 ? add.bias[r].x : add.bias[r].y)
+                       : bias         ? Element<T>::to_float(bias[row])
+                                      : 0.0f;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -152,7 +195,10 @@ __device__ __forceinline__ void reduce_and_store(float (&acc)[R][NT][4], float* 
           const int tok = nt * 8 + 2 * c + j;
           if (tok >= a.M) continue;
           float v = acc[r][nt][2 * h + j] + bv;
-          if (res) v += Element<T>::to_float(res[int64_t(tok) * a.ldr + row]);
+          if constexpr (kAddendsLoaded)
+            v += Element<T>::to_float(j == 0 ? add.residual[r][h][nt].x : add.residual[r][h][nt].y);
+          else if (res)
+            v += Element<T>::to_float(res[int64_t(tok) * a.ldr + row]);
           y[int64_t(tok) * a.ldy + row] = Element<T>::from_float(v);
         }
     }

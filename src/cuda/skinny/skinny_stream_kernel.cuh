@@ -41,7 +41,9 @@
 // with two (commit 9f8437b; ncu there: 19% occupancy, 3.2 of 8.5 cycles per issue
 // waiting on L1TEX); with A in the ring (commit 33c4b77): M = 1 14.7 us, M = 8 15.5 us
 // (cuBLAS 17.0-17.1), M = 9-16 15.6-16.1 us with one stripe, 64-column batches (cuBLAS
-// 15.2-15.4). The reg and smem loaders:
+// 15.2-15.4); with bias and R requested before the loop (2026-12-01): M = 1-8 14.6-15.2 us
+// (cuBLAS 17.1-17.7), M = 9-16 15.1-15.4 (cuBLAS 15.4-15.5); chained with PDL 13.7-13.9 /
+// 14.2-14.4 us. The reg and smem loaders:
 // 17.0-19.2 us at M = 1 (registers hold too few bytes in flight). Read floor 12.8 us.
 #pragma once
 
@@ -154,6 +156,10 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   };
 
   constexpr bool kTwoChains = R * NT <= 2;
+  // Warp 0's bias and R, requested before the loop; not by the async instance with 128
+  // columns and 16 tokens, which is at the 128-register cap without them (16 bytes spilled).
+  constexpr bool kEarlyAddends = !(LOADER == kLoadAsync && BC == 128 && NT == 2);
+  EpilogueAddends<T, NT, R> addends;
   float acc[R][NT][4], acc_hi[R][NT][4];
   zero(acc);
   zero(acc_hi);
@@ -259,6 +265,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
     for (int i = 0; i + 1 < stages; ++i)
       if (i < mine) issue_a(i);
     for (int i = 0; i + 1 < stages; ++i) cp_async_commit();
+    if (kEarlyAddends && warp == 0) load_epilogue_addends<T, NT, R>(addends, a, row_base);
     for (int i = 0; i < mine; ++i) {
       if (i + stages - 1 < mine) issue_w(i + stages - 1), issue_a(i + stages - 1);
       cp_async_commit();  // an empty group past the end keeps the count
@@ -281,6 +288,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   for (int d = 0; d + 1 < D; ++d)
     if (d < mine) load_w(wv[d], d);
   if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (kEarlyAddends && warp == 0) load_epilogue_addends<T, NT, R>(addends, a, row_base);
   // Batch i sits in slot i % D; the W loads of batch i + D - 1 go out before batch i is used.
   for (int i0 = 0; i0 < mine; i0 += D) {
 #pragma unroll
@@ -305,7 +313,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   }
   // The tiles are free once every warp is past its loop (reduce_and_store begins with a
   // CTA barrier).
-  reduce_and_store<T, NT, WARPS, R>(acc, reinterpret_cast<float*>(smem), a, row_base);
+  reduce_and_store<T, NT, WARPS, R, kEarlyAddends>(acc, reinterpret_cast<float*>(smem), a, row_base, addends);
 }
 
 inline int stream_tiles_per_warp(const SkinnyShape& s) {
