@@ -281,10 +281,13 @@ TEST(GpuSkinny, BiasAndResidualReadsStayInsideTheirBuffers) {
 
 TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
   KBIT_SKIP_WITHOUT_GPU();
-  // y_{i+1} = y_i W^T + y_i: each call reads what the previous one wrote.
+  // y_{i+1} = y_i W^T + y_i: each call reads what the previous one wrote. One CTA per row
+  // group (the grid resident at once: the trigger at entry) and clusters of 4 (the trigger
+  // after the main loop).
   const int64_t n = 1024, m = 4;
   const HostMatrix w = random_matrix(n, n, DType::bf16, 21, 0.02f), x = random_matrix(m, n, DType::bf16, 22);
   Buffer wd = upload(w);
+  for (int splits : {1, 4})
   for (SkinnyLoader loader : {SkinnyLoader::tma, SkinnyLoader::registers, SkinnyLoader::staged, SkinnyLoader::async}) {
   std::vector<uint16_t> results[2];
   for (int pdl = 0; pdl < 2; ++pdl) {
@@ -294,6 +297,7 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
     for (int i = 0; i < 6; ++i) {
       SkinnyOptions o;
       o.loader = loader;
+      o.splits = splits;
       o.pdl = pdl == 1;
       o.residual = TensorView{a.data(), DType::bf16, m, n};
       skinny_gemm(TensorView{a.data(), DType::bf16, m, n}, TensorView{wd.data(), DType::bf16, n, n},
@@ -304,7 +308,7 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
     cudaStreamDestroy(s);
     results[pdl] = download16(a.data(), size_t(m * n));
   }
-  EXPECT_EQ(results[0], results[1]) << "loader " << skinny_loader_name(loader);
+  EXPECT_EQ(results[0], results[1]) << "loader " << skinny_loader_name(loader) << " splits " << splits;
   }
 }
 

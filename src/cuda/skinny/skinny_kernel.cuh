@@ -86,7 +86,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
     mbarrier_init_fence();
   }
   __syncthreads();
-  if (a.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  skinny_pdl_trigger(a, true);
 
   if (warp == WARPS) {
     // Producer warp: slice s goes to slot s % stages once the consumers have released
@@ -209,9 +209,14 @@ void launch_skinny_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t st
   with_skinny_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int R>() {
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;
-    launch_skinny_grid(skinny_kernel<TT, N_, WARPS, R>, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits,
-                       (WARPS + 1) * 32, skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M), stream,
-                       "skinny kernel: launch");
+    const auto kernel = skinny_kernel<TT, N_, WARPS, R>;
+    const unsigned threads = (WARPS + 1) * 32;
+    const size_t smem = skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M);
+    const char* what = "skinny kernel: launch";
+    if (smem > 48 * 1024)  // before the occupancy query
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
+    launch_skinny_grid(kernel, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits, threads, smem,
+                       a.pdl ? resident_ctas_per_sm(kernel, threads, smem, what) : 0, -1, stream, what);
   });
 }
 

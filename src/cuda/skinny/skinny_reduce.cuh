@@ -8,6 +8,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "../common.cuh"
@@ -43,20 +46,54 @@ __host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int
 
 }  // namespace skinny
 
-// Launches one of the skinny kernels over (row groups, splits) with its dynamic shared
-// memory, a cluster of `splits` CTAs along y when K is split, and PDL when asked.
+// The PDL trigger of both skinny kernels: at entry when the whole grid is resident at once,
+// else (SkinnyArgs::pdl_trigger_at_entry) once the CTA's main loop is done.
+__device__ __forceinline__ void skinny_pdl_trigger(const SkinnyArgs& a, bool at_entry) {
+  if (a.pdl && a.pdl_trigger_at_entry == at_entry) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// CTAs of `kernel` an SM holds at once (the occupancy calculator), cached per kernel, block
+// and shared memory size; for kernels that leave the shared memory carveout to the driver.
 template <typename Kernel>
-void launch_skinny_grid(Kernel kernel, const SkinnyArgs& args, unsigned row_groups, int splits, unsigned threads,
-                        size_t smem, cudaStream_t stream, const char* what) {
+int resident_ctas_per_sm(Kernel kernel, unsigned threads, size_t smem, const char* what) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, unsigned, size_t>, int> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), threads, smem);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), smem), what);
+    it = cache.emplace(key, per_sm).first;
+  }
+  return it->second;
+}
+
+// Launches one of the skinny kernels over (row groups, splits) with its dynamic shared
+// memory, a cluster of `splits` CTAs along y when K is split, and PDL when asked: the
+// trigger at entry only when the whole grid is resident at once (`resident_per_sm` CTAs
+// per SM; clusters may place fewer, so only one-CTA clusters count). carveout_percent >= 0:
+// the shared memory carveout of this launch (a launch attribute, so that each node of a
+// captured graph keeps its own).
+template <typename Kernel>
+void launch_skinny_grid(Kernel kernel, const SkinnyArgs& in_args, unsigned row_groups, int splits, unsigned threads,
+                        size_t smem, int resident_per_sm, int carveout_percent, cudaStream_t stream, const char* what) {
   if (smem > 48 * 1024)
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
+  SkinnyArgs args = in_args;
+  args.pdl_trigger_at_entry = args.pdl && splits == 1 && int64_t(row_groups) <= int64_t(resident_per_sm) * sm_count();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(row_groups, unsigned(splits));
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[2]{};
+  cudaLaunchAttribute attr[3]{};
   int n = 0;
+  if (carveout_percent >= 0) {
+    attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attr[n].val.sharedMemCarveout = unsigned(carveout_percent);
+    ++n;
+  }
   if (splits > 1) {
     attr[n].id = cudaLaunchAttributeClusterDimension;
     attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(splits), attr[n].val.clusterDim.z = 1;
@@ -121,6 +158,7 @@ __device__ __forceinline__ void reduce_and_store(float (&acc)[R][NT][4], float* 
   constexpr int kAcc = R * NT * 4;
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const int splits = int(gridDim.y);
+  skinny_pdl_trigger(a, false);  // grids of more than one wave: the next kernel once the loops are done
   __syncthreads();
 
   // Warps 1.. publish, warp 0 sums in warp order.

@@ -32,7 +32,8 @@
 // stripe beats two again at M = 9-16 (commit 5d93ccc sweep). Otherwise A is read through
 // L1 as each batch is used. W loads carry
 // L1::no_allocate and an L2 evict-first policy. With PDL the first D - 1 batches of W are requested before
-// griddepcontrol.wait. Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
+// griddepcontrol.wait; the next kernel is triggered at entry when the whole grid is resident, else after
+// the main loop (skinny_pdl_trigger). Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
 // Launch: grid (row groups of 16 R rows, splits), WARPS * 32 threads, at most 128 registers
 // per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled with the register loaders).
 // Measured (H200, 2026-11-30, commit e6fa8bc, N = 7168, K = 3584, bf16 + residual, the
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   const int b0 = int(int64_t(batches) * split / splits), b1 = int(int64_t(batches) * (split + 1) / splits);
   const int mine = b1 - b0 > warp ? (b1 - b0 - warp + WARPS - 1) / WARPS : 0;
   const int row_base = int(blockIdx.x) * kRows;
-  if (a.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  skinny_pdl_trigger(a, true);
   const uint64_t policy = l2_evict_first_policy();
 
   // Load l of a batch. registers: rows g + 8 h (h = l / kSteps), columns 32 j + 8 c
@@ -354,13 +355,19 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
     const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync);
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
-    const int ctas_per_sm = 512 / (WARPS * 32);
+    // A grid of one wave gets room for its even share only (ceil(CTAs / SMs)): with PDL the
+    // next call's CTAs, launched early into any free room, would otherwise pile up to 4 on
+    // some SMs, and an SM's CTAs share its bandwidth (glm47 o, 320 CTAs, M = 1: 30.7 us
+    // isolated; chained with PDL 39.7 with room for 4, 32.8 with 3). Clusters keep the full
+    // room (their CTAs must share a GPC). The carveout is a launch attribute: graph nodes of
+    // different shapes keep their own.
+    const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
+    const int even_share = int((int64_t(row_groups) + sm_count() - 1) / sm_count());
+    const int ctas_per_sm = s.splits == 1 ? std::min(512 / (WARPS * 32), even_share) : 512 / (WARPS * 32);
     const int carveout = int(std::min<size_t>(100, (size_t(ctas_per_sm) * (smem + 1024) * 100 + 228 * 1024 - 1) / (228 * 1024)));
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
-               "skinny stream kernel: shared memory carveout");
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
-    launch_skinny_grid(kernel, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits, WARPS * 32, smem, stream,
+    launch_skinny_grid(kernel, args, row_groups, s.splits, WARPS * 32, smem, ctas_per_sm, carveout, stream,
                        "skinny stream kernel: launch");
   });
 }
