@@ -8,9 +8,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 #include "../common.cuh"
@@ -50,23 +47,6 @@ __host__ __device__ constexpr size_t reduction_bytes(int warps, int stripes, int
 // else (SkinnyArgs::pdl_trigger_at_entry) once the CTA's main loop is done.
 __device__ __forceinline__ void skinny_pdl_trigger(const SkinnyArgs& a, bool at_entry) {
   if (a.pdl && a.pdl_trigger_at_entry == at_entry) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-
-// CTAs of `kernel` an SM holds at once (the occupancy calculator), cached per kernel, block
-// and shared memory size; for kernels that leave the shared memory carveout to the driver.
-template <typename Kernel>
-int resident_ctas_per_sm(Kernel kernel, unsigned threads, size_t smem, const char* what) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, unsigned, size_t>, int> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), threads, smem);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), smem), what);
-    it = cache.emplace(key, per_sm).first;
-  }
-  return it->second;
 }
 
 // Launches one of the skinny kernels over (row groups, splits) with its dynamic shared

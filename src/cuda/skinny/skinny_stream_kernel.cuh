@@ -364,7 +364,7 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
     const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
     const int even_share = int((int64_t(row_groups) + sm_count() - 1) / sm_count());
     const int ctas_per_sm = s.splits == 1 ? std::min(512 / (WARPS * 32), even_share) : 512 / (WARPS * 32);
-    const int carveout = int(std::min<size_t>(100, (size_t(ctas_per_sm) * (smem + 1024) * 100 + 228 * 1024 - 1) / (228 * 1024)));
+    const int carveout = carveout_for(ctas_per_sm, smem);
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
     launch_skinny_grid(kernel, args, row_groups, s.splits, WARPS * 32, smem, ctas_per_sm, carveout, stream,
