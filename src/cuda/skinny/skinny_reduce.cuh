@@ -90,10 +90,10 @@ void launch_skinny_grid(Kernel kernel, const SkinnyArgs& in_args, unsigned row_g
 
 // Bias and residual of warp 0's outputs (C^T rows 16 r + g + 8 h, tokens 8 nt + 2 c + j),
 // loaded into registers before the main loop so that the last CTAs do not wait a DRAM
-// round trip for R after their last MMA. Kept as 16-bit pairs (fewer registers: the
-// 128-column async instance at 16 tokens is at the 128 cap). Outputs past N or M read a
-// valid element that is never stored; absent bias or R read as 0. Only after the
-// previous kernel is complete (griddepcontrol.wait under PDL).
+// round trip for R after their last MMA. Kept as loaded, in 16-bit pairs, and added in
+// the order of the late path ((acc + bias) + R). Outputs past N or M read a valid element
+// that is never stored; absent bias or R read as 0. Only after the previous kernel is
+// complete (griddepcontrol.wait under PDL).
 template <typename T, int NT, int R>
 struct EpilogueAddends {
   using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
