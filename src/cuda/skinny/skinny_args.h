@@ -33,8 +33,8 @@ struct SkinnyArgs {
   bool pdl = false;    // launched with programmatic stream serialization
   // PDL: every CTA of the grid is resident at once (set by launch_skinny_grid), so the CTAs
   // trigger the next kernel at entry; otherwise after their main loop, since early-launched
-  // CTAs of the next kernel would take SM room from this grid's later waves (glm47 o at
-  // M = 1: 30.5 -> 39.5 us with the trigger at entry).
+  // CTAs of the next kernel would take SM room from this grid's later waves. (One-wave grids
+  // also get room for their even share of CTAs per SM only: launch_skinny_stream_nt.)
   bool pdl_trigger_at_entry = false;
   int stages = 4;      // SkinnyShape::stages
   int kslice = 256;    // SkinnyShape::kslice
