@@ -393,9 +393,9 @@ __device__ __forceinline__ void finish_item(const FusedArgs& args, float (&acc)[
 }
 
 // PDL: whether a fused kernel instance triggers the next kernel at entry (all but stripes
-// items of 4 warps, measured below in the kernel) or only when it exits.
-constexpr bool fused_trigger_at_entry(FusedItems items, int warps) {
-  return !(items == FusedItems::stripes && warps == 4);
+// items of 4 warps at k = 2, measured below in the kernel) or only when it exits.
+constexpr bool fused_trigger_at_entry(FusedItems items, int warps, int kb) {
+  return !(items == FusedItems::stripes && warps == 4 && kb == 2);
 }
 
 template <int KB, typename T, int NT, int WARPS, FusedItems ITEMS>
@@ -433,17 +433,17 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   const DeviceMeta* meta = args.meta;
 
   // PDL: the next call's CTAs may start as SMs free up (see gemv.cuh). Not for stripes
-  // items of 4 warps: there the early trigger made glm47 q and shared_gu at M = 16 slower
-  // on the H200 (27.67 us against 25.39 without it, 42.63 against 36.57; both 384 CTAs of
-  // up to 4 per SM), while it sped up the other modes timed in that A/B (kv 10.36 -> 8.78
-  // us). Later (b6a9259) PDL chains of 320-384-CTA grids of 4-warp cta and warp items ran
-  // slower than plain launches too (glm47 o at M = 8, k = 2: 24.02 against 20.60 us). A
-  // rule by CTAs per SM (entry trigger up to 2 per SM, else at the CTA's last epilogue) was
-  // measured on the H200 at 987a23e and dropped: it fixed those (o at M = 8, k = 2: 19.62
-  // against 24.28) but lost 8-19% elsewhere (Qwen3 v at M = 1, k = 4: 2.59 against 2.33;
-  // glm47 q at M = 16, k = 4: 27.55 against 25.32), so this measured exception stays
-  // (fused_trigger_at_entry).
-  if (fused_trigger_at_entry(ITEMS, WARPS) && args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // items of 4 warps at k = 2 (fused_trigger_at_entry): they trigger when they exit. History:
+  // the early trigger once made glm47 q and shared_gu at M = 16 slower on the H200 (27.67 us
+  // against 25.39, 42.63 against 36.57; 384 CTAs of up to 4 per SM), and a rule by CTAs per
+  // SM (987a23e) lost 8-19% elsewhere, so every 4-warp stripes instance triggered at exit.
+  // Since PDL grids get the even-share room (even_share_carveout), the entry trigger is
+  // faster on all 51 k = 3..5 rows of these items in an A/B on the H200 (2026-12-01,
+  // kbit_linear_pdl, M = 2..32: geometric mean 0.88-0.92x, Qwen3 moe_dn M = 32 k = 4 5.12 ->
+  // 3.66 us, glm47 q M = 16 k = 4 21.76 -> 20.64), but at k = 2 it still loses up to 21% on
+  // glm47's large projections (shared_gu M = 16 37.33 -> 45.21, q 21.61 -> 25.67) while
+  // winning on Qwen3 (up to 21%).
+  if (fused_trigger_at_entry(ITEMS, WARPS, KB) && args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Codebook as 16-bit values, then (k >= 3) the pair table; built once per (persistent) CTA.
   // From the parameters (FusedArgs::codebook16): a load through meta held every weight
   // request behind a global round trip (qwen3 2048 x 512, M = 16, k = 2: 3.82 -> 3.72 us).
@@ -789,7 +789,7 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   // (even_share_carveout), so that the next call's early CTAs cannot pile up on some SMs.
   const auto kernel = fused_linear_kernel<KB, T, NT, WARPS, ITEMS>;
   static const bool full_room = std::getenv("KBIT_FUSED_PDL_FULL_ROOM") != nullptr;  // A/B switch
-  const int carveout = a.pdl && fused_trigger_at_entry(ITEMS, WARPS) && !full_room
+  const int carveout = a.pdl && fused_trigger_at_entry(ITEMS, WARPS, KB) && !full_room
                            ? even_share_carveout(kernel, grid.x, WARPS * 32, smem, "fused linear: occupancy")
                            : -1;
   launch_maybe_pdl(kernel, grid, dim3(WARPS * 32), smem, stream, a.pdl, carveout, "fused linear kernel launch", a);
