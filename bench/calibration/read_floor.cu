@@ -7,6 +7,8 @@
 // H200 results: bench/results/h200-read-floor-51MB.txt. `./read_floor BYTES` reads BYTES
 // per call instead, and adds the GEMV's per-warp ring pattern (read_warp_ranges) in three
 // unit orders: bench/results/h200-read-floor-gemv-pattern-33MB-17MB.txt (the order does not matter).
+// `READ_FLOOR_ASYNC_ONLY=1 ./read_floor` times the skinny stream kernel's async loader without
+// its MMAs, in several ring shapes: bench/results/h200-read-floor-async-ring-session28.txt.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
@@ -197,6 +199,55 @@ __global__ void __launch_bounds__(512) read_warp_ranges(const char* __restrict__
   if (acc == 0x12345678) out[0] = acc;
 }
 
+// The skinny GEMM stream kernel's async loader without its MMAs (twenty-eighth session):
+// CTA i owns rows [16 i, 16 i + 16); warp w takes batches w, w + WARPS, ... of BC columns;
+// each batch goes by cp.async (16 bytes per lane, 4 rows x 128 bytes per instruction,
+// L2 evict-first) into the warp's ring of STAGES tiles, STAGES - 1 batches requested ahead;
+// the landed tile is read back from shared memory (16 bytes per lane per load).
+template <int WARPS, int BC, int STAGES>
+__global__ void __launch_bounds__(WARPS * 32) read_async_ring(const char* __restrict__ w, unsigned* out) {
+  constexpr int row_bytes = 7168, K = 3584, batches = K / BC, kRowBytes = BC * 2, kTile = 16 * kRowBytes;
+  constexpr int kLoads = kTile / 512;  // 16-byte copies per lane per batch
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned char* tile = smem + warp * STAGES * kTile;
+  const uint32_t ring = uint32_t(__cvta_generic_to_shared(tile));
+  const char* base = w + size_t(blockIdx.x) * 16 * row_bytes;
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  const int mine = batches > warp ? (batches - warp + WARPS - 1) / WARPS : 0;
+  auto issue = [&](int i) {
+    const int col0 = (warp + i * WARPS) * BC;
+    const uint32_t dst = ring + uint32_t((i % STAGES) * kTile);
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int row = 4 * (l % 4) + (lane >> 3), col = 64 * (l / 4) + 8 * (lane & 7);
+      const char* src = base + size_t(row) * row_bytes + size_t(col0 + col) * 2;
+      asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + uint32_t(row * kRowBytes + col * 2)),
+                   "l"(src), "l"(policy) : "memory");
+    }
+  };
+  for (int i = 0; i + 1 < STAGES; ++i) {
+    if (i < mine) issue(i);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  unsigned acc = 0;
+  for (int i = 0; i < mine; ++i) {
+    if (i + STAGES - 1 < mine) issue(i + STAGES - 1);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
+    __syncwarp();
+    const unsigned char* t = tile + (i % STAGES) * kTile;
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const uint4 v = *reinterpret_cast<const uint4*>(t + (l * 32 + lane) * 16);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncwarp();
+  }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
 // Usage: read_floor [BYTES] (default: the Kimi-K3 latent projection, 51.4 MB; glm47 q's
 // packed bytes are 17.7 MB at k = 2 and 33.4 MB at k = 4). The row-shaped kernels need
 // the default size.
@@ -240,6 +291,39 @@ int main(int argc, char** argv) {
   };
   using std::integral_constant;
   #define IC(v) integral_constant<int, v>{}
+  const char* hint_names[3] = {"plain", "nc", "cs"};
+  auto tiles = [&](auto rw, auto e, auto st, auto hint, int warps) {
+    constexpr int RW = decltype(rw)::value, E = decltype(e)::value, S = decltype(st)::value, H = decltype(hint)::value;
+    snprintf(name, 64, "tiles %dx%dB E=%d S=%d %s %dw", RW, 512 / RW, E, S, hint_names[H], warps);
+    bench(name, [&](uint4* p) { read_tiles<RW, E, S, H><<<448 / S, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), out); });
+  };
+  // The skinny stream kernel's async loader, MMAs left out: 448 CTAs (WARPS warps, a ring of
+  // STAGES tiles of BC columns per warp), against its register-loading counterpart.
+  auto async_ring = [&](auto warps, auto bc, auto stages) {
+    constexpr int W = decltype(warps)::value, BC = decltype(bc)::value, ST = decltype(stages)::value;
+    const int smem = W * ST * 16 * BC * 2;
+    CK(cudaFuncSetAttribute(read_async_ring<W, BC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    snprintf(name, 64, "async ring %dw BC=%d stages=%d", W, BC, ST);
+    return bench(name, [&](uint4* p) {
+      read_async_ring<W, BC, ST><<<448, 32 * W, smem, s>>>(reinterpret_cast<const char*>(p), out);
+    });
+  };
+  if (std::getenv("READ_FLOOR_ASYNC_ONLY")) {  // READ_FLOOR_ASYNC_ONLY=1 ./read_floor
+    for (int rep = 0; rep < 2; ++rep) {
+      async_ring(IC(4), IC(128), IC(2));  // the Kimi M <= 8 shape
+      async_ring(IC(4), IC(64), IC(2));   // M = 9-16 (without A's rows)
+      async_ring(IC(4), IC(128), IC(3));
+      async_ring(IC(4), IC(64), IC(4));
+      async_ring(IC(4), IC(64), IC(6));
+      async_ring(IC(8), IC(128), IC(2));
+      async_ring(IC(8), IC(64), IC(3));
+      async_ring(IC(2), IC(128), IC(4));
+      tiles(IC(4), IC(256), IC(1), IC(1), 4);
+      tiles(IC(4), IC(256), IC(1), IC(1), 7);
+    }
+    bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
+    return 0;
+  }
   for (int rep = 0; rep < 2; ++rep) {  // the unit orders side by side, twice
     ranges(IC(3), IC(8), 1, 16, IC(kOwnRange));
     ranges(IC(3), IC(8), 1, 16, IC(kGridInterleaved));
@@ -284,12 +368,6 @@ int main(int argc, char** argv) {
   bench("rowpieces 8 KB (whole rows)", [&](uint4* p) { read_rowpieces<8192><<<448, 256, 0, s>>>(p, out); });
   bench("v2 pattern U=2 (224 CTAs x 8 warps)", [&](uint4* p) { read_v2_pattern<2><<<224, 256, 0, s>>>(reinterpret_cast<const uint16_t*>(p), out); });
   bench("v2 pattern U=4", [&](uint4* p) { read_v2_pattern<4><<<224, 256, 0, s>>>(reinterpret_cast<const uint16_t*>(p), out); });
-  const char* hint_names[3] = {"plain", "nc", "cs"};
-  auto tiles = [&](auto rw, auto e, auto st, auto hint, int warps) {
-    constexpr int RW = decltype(rw)::value, E = decltype(e)::value, S = decltype(st)::value, H = decltype(hint)::value;
-    snprintf(name, 64, "tiles %dx%dB E=%d S=%d %s %dw", RW, 512 / RW, E, S, hint_names[H], warps);
-    bench(name, [&](uint4* p) { read_tiles<RW, E, S, H><<<448 / S, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), out); });
-  };
   tiles(IC(8), IC(128), IC(2), IC(2), 8);  // v2
   tiles(IC(8), IC(128), IC(2), IC(1), 8);
   tiles(IC(8), IC(128), IC(2), IC(0), 8);
@@ -304,6 +382,8 @@ int main(int argc, char** argv) {
   tiles(IC(8), IC(256), IC(1), IC(1), 7);
   tiles(IC(8), IC(512), IC(1), IC(1), 7);
   tiles(IC(4), IC(512), IC(1), IC(1), 7);
+  async_ring(IC(4), IC(128), IC(2));
+  async_ring(IC(4), IC(64), IC(2));
   bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
   return 0;
 }

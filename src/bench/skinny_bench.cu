@@ -46,14 +46,14 @@ __global__ void __launch_bounds__(256) read_floor_kernel(const uint4* __restrict
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; practically never taken
 }
 
-SkinnyOptions options_of(const detail::LinearConfig& c) {
+}  // namespace
+
+SkinnyOptions skinny_options_of(const detail::LinearConfig& c) {
   SkinnyOptions o;
   o.loader = c.loader;
   o.warps = c.warps, o.stripes = c.stripes, o.stages = c.stages, o.kslice = c.kslice, o.splits = c.splits;
   return o;
 }
-
-}  // namespace
 
 // The swept kernel shapes for M: the ring's consumer warps x stripes x ring (stages,
 // kslice) x cluster splits; the streaming kernel's loaders x warps x batches (or ring
@@ -249,7 +249,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
     } else {
       SkinnyOptions fixed;  // baseline: one fixed shape, no cluster split
       if (o.mode == "baseline") fixed.loader = SkinnyLoader::tma, fixed.warps = 4, fixed.stripes = 2, fixed.stages = 4, fixed.kslice = 256, fixed.splits = 1;
-      if (o.mode == "selected" && !o.config.empty()) fixed = options_of(parse_skinny_config(o.config));
+      if (o.mode == "selected" && !o.config.empty()) fixed = skinny_options_of(parse_skinny_config(o.config));
       const SkinnyPlan p = plan_skinny(m, n, k, fixed);
       detail::LinearConfig c;
       c.bits = 16, c.n_tiles = p.n_tiles, c.loader = p.loader, c.warps = p.warps, c.stripes = p.stripes;
@@ -264,7 +264,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         c.device = dev.name, c.n = n, c.k = k, c.m = m;
         row.config = skinny_config_name(c);
         try {
-          const SkinnyOptions so = options_of(c);
+          const SkinnyOptions so = skinny_options_of(c);
           const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
           c.splits = p.splits;
           row.config = skinny_config_name(c);

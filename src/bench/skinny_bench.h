@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dispatch/linear_configs.h"
+#include "kbit/skinny.h"
 
 namespace kbit::bench {
 
@@ -48,6 +49,8 @@ detail::LinearConfig parse_skinny_config(const std::string& text);
 // The kernel shapes `--mode sweep` times at M (every one instantiated and fitting).
 std::vector<detail::LinearConfig> skinny_sweep_candidates(int64_t m);
 std::string skinny_config_name(const detail::LinearConfig& c);
+// The skinny_gemm overrides that force a table entry's kernel shape.
+SkinnyOptions skinny_options_of(const detail::LinearConfig& c);
 
 std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o);
 // One JSON object per row, with the device fields.

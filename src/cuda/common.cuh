@@ -65,6 +65,20 @@ int sm_count();  // of the current device, cached
 // CTA takes beyond its dynamic shared memory (1 KB reserved by the system).
 inline constexpr size_t kSharedBytesPerSm = 228 * 1024, kSharedBytesReservedPerCta = 1024;
 
+// ceil(ctas / SMs): the CTAs per SM of a grid spread evenly over the SMs.
+inline int even_share_per_sm(int64_t ctas) {
+  const int64_t sms = sm_count();
+  return int((ctas + sms - 1) / sms);
+}
+
+// Lets `kernel` take `smem` bytes of dynamic shared memory (needed above 48 KB, and before
+// an occupancy query at that size).
+template <typename Kernel>
+void allow_dynamic_smem(Kernel kernel, size_t smem, std::string_view what) {
+  if (smem > 48 * 1024)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
+}
+
 // The carveout (percent) that gives an SM room for `ctas` CTAs of `smem` bytes each.
 inline int carveout_for(int ctas, size_t smem) {
   const size_t need = size_t(ctas) * (smem + kSharedBytesReservedPerCta);
@@ -96,9 +110,8 @@ int resident_ctas_per_sm(Kernel kernel, unsigned threads, size_t smem, std::stri
 template <typename Kernel>
 int even_share_carveout(Kernel kernel, int64_t ctas, unsigned threads, size_t smem, std::string_view what) {
   const int per_sm = resident_ctas_per_sm(kernel, threads, smem, what);
-  const int64_t sms = sm_count();
-  if (per_sm <= 0 || ctas > per_sm * sms) return -1;
-  const int even = int((ctas + sms - 1) / sms);
+  if (per_sm <= 0 || ctas > int64_t(per_sm) * sm_count()) return -1;
+  const int even = even_share_per_sm(ctas);
   return even < per_sm ? carveout_for(even, smem) : -1;
 }
 

@@ -108,7 +108,10 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                       : items == LinearItems::wgmma       ? wgmma_n_tiles(rows_per_expert)
                       : items == LinearItems::cta_shuffle ? std::min(tiles_for_rows, cuda::detail::kCtaShuffleMaxNTiles)
                                                           : tiles_for_rows;
-  const int warps = tile && n_tiles == 32 ? 8 : o.warps ? o.warps : tile ? 8 : 4;
+  // The 256-token kernel (wgmma_tile, n_tiles 32) has 8 MMA warps (plus 4 that decode).
+  KBIT_REQUIRE(!(tile && n_tiles == 32) || !o.warps || o.warps == 8,
+               "expert_linear: wgmma_tile items with n_tiles 32 (the 256-token kernel) take 8 warps, got ", o.warps);
+  const int warps = o.warps ? o.warps : tile ? 8 : 4;
   KBIT_REQUIRE(items != LinearItems::wgmma || n_tiles >= 4, "expert_linear: wgmma items take n_tiles 4 or 8, got ",
                n_tiles);
   KBIT_REQUIRE(items != LinearItems::cta_shuffle || n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,

@@ -283,7 +283,11 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   if (p.items == LinearItems::wgmma_tile) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32,
                  "linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", p.n_tiles);
-    if (p.n_tiles == 32) p.warps = 8;  // the 256-token kernel's 8 MMA warps (plus 4 that decode)
+    if (p.n_tiles == 32) {  // the 256-token kernel: 8 MMA warps (plus 4 that decode)
+      KBIT_REQUIRE(!o.warps || o.warps == 8, "linear: wgmma_tile items with n_tiles 32 (the 256-token kernel) take "
+                   "8 warps, got ", o.warps);
+      p.warps = 8;
+    }
   } else {
     KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                  "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);

@@ -50,6 +50,10 @@ cuda::detail::GemvArgs gemv_args(const QuantizedMatrix& w, const TensorView& x, 
 // carries this buffer as its probe ([SMs x kGemvWarps][kGemvProbeSlots] values); null: off.
 // Process-wide and not synchronised: for a single-threaded diagnostic tool only.
 void set_gemv_probe(unsigned long long* probe);
+// Diagnostics (kbit bench skinny-probe): while set, every skinny_gemm call on the stream
+// kernel carries this buffer as SkinnyArgs::probe (kSkinnyProbeSlots per warp of the grid);
+// null: off. Process-wide and not synchronised, like set_gemv_probe.
+void set_skinny_probe(unsigned long long* probe);
 // The grouped GEMV's sizes for these arguments (a.expert_offsets, experts, tile_rows set).
 cuda::detail::GemvGroupedPlan plan_grouped_gemv(int bits, const cuda::detail::GemvArgs& a);
 // How a GEMV stages x from a source other than its own rows (kbit::moe_forward's

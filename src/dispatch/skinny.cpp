@@ -16,6 +16,7 @@ namespace kbit {
 namespace {
 
 constexpr int kDense = 16;  // the table's bit width for dense 16-bit weights
+unsigned long long* skinny_probe_buffer = nullptr;  // detail::set_skinny_probe
 
 int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
 
@@ -27,6 +28,8 @@ constexpr detail::EnumNames<SkinnyLoader, 5> kLoaderNames{
     {{{SkinnyLoader::automatic, "auto"}, {SkinnyLoader::tma, "tma"}, {SkinnyLoader::registers, "reg"},
       {SkinnyLoader::staged, "smem"}, {SkinnyLoader::async, "async"}}}};
 }  // namespace
+
+void detail::set_skinny_probe(unsigned long long* probe) { skinny_probe_buffer = probe; }
 
 const char* skinny_loader_name(SkinnyLoader l) { return kLoaderNames.name(l).data(); }  // literals: terminated
 SkinnyLoader parse_skinny_loader(const std::string& name) { return kLoaderNames.parse(name); }
@@ -117,6 +120,7 @@ void skinny_gemm(const TensorView& a, const TensorView& w, const MutableTensorVi
   s.M = int(m), s.N = int(n), s.K = int(k);
   s.x_vec = reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && a.stride() % 8 == 0;
   s.pdl = o.pdl;
+  s.probe = skinny_probe_buffer;
   cuda::detail::launch_skinny(s, cuda::detail::skinny_shape_of(plan), a.dtype, stream);
 }
 

@@ -13,6 +13,7 @@
 
 #include "bench/format_bench.h"
 #include "bench/gemv_probe.h"
+#include "bench/skinny_probe.h"
 #include "bench/hadamard_bench.h"
 #include "bench/moe_bench.h"
 #include "bench/stream_bench.h"
@@ -212,6 +213,19 @@ void add_bench_command(CLI::App& app) {
   pcmd->add_option("--iterations", probe->iterations, "probed calls")->capture_default_str();
   pcmd->add_flag("--hot-x", probe->hot_x, "x in L2 at each call (a decode step's activations); weights stay cold");
   pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
+  auto sprobe = std::make_shared<bench::SkinnyProbeOptions>();
+  CLI::App* scmd = bench->add_subcommand("skinny-probe", "phase timeline of skinny GEMM calls (cold L2, back to back): "
+                                                         "per-warp %globaltimer stamps from the stream kernel");
+  scmd->add_option("--n", sprobe->n, "rows of W")->capture_default_str();
+  scmd->add_option("--k", sprobe->k, "columns of W (a multiple of 8)")->capture_default_str();
+  scmd->add_option("--m", sprobe->m, "tokens")->capture_default_str();
+  scmd->add_option("--config", sprobe->config, "kernel shape (as kbit tune skinny names it); default: the table")
+      ->capture_default_str();
+  scmd->add_option("--iterations", sprobe->iterations, "probed groups of calls")->capture_default_str();
+  scmd->add_option("--chain", sprobe->chain, "calls back to back per group (rotated weights)")->capture_default_str();
+  scmd->add_flag("--pdl", sprobe->pdl, "chain the calls with programmatic dependent launch");
+  scmd->add_flag("!--no-residual", sprobe->residual, "without the residual");
+  scmd->callback([sprobe] { bench::run_skinny_probe(*sprobe); });
   auto repeats = std::make_shared<int>(15);
   CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");
   cal->add_option("--repeats", *repeats, "timed samples per row")->capture_default_str();

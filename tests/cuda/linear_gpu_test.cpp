@@ -13,6 +13,7 @@
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
+#include "kbit/skinny.h"
 #include "support/gpu_test_support.h"
 
 namespace kbit {
@@ -410,6 +411,63 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
 // missing wait would read a y still being written. The chain must give bit for bit what the
 // same calls give without PDL, on a stream and replayed from a graph, on every path that
 // takes PDL (GEMV, fused kernel in each item mode with split-K through the shared workspace).
+// The first PDL launches of a fused-kernel instance and of a skinny ring-kernel instance in
+// this process (each ctest test is a process of its own; nothing launches them before) happen
+// inside a global-mode stream capture: the launches then query the occupancy calculator
+// (even_share_carveout, resident_ctas_per_sm) and set function attributes during the capture,
+// which must neither fail nor invalidate it, and the replayed graph must match plain launches.
+TEST(GpuLinear, FirstPdlLaunchesInsideAGlobalCapture) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t m = 16, n = 2048;
+  LinearWorkspace ws({m, n, n, true});
+  const Quantized q = quantize_random(n, n, 4, 900);
+  const HostMatrix x = random_matrix(m, n, DType::bf16, 901), w16 = random_matrix(n, n, DType::bf16, 902, 0.02f);
+  Buffer xd = upload(x), wd = upload(w16);
+  const size_t bytes = size_t(m * n) * 2;
+  Buffer y_graph[2] = {Buffer::allocate(Memory::device, bytes), Buffer::allocate(Memory::device, bytes)};
+  Buffer y_plain[2] = {Buffer::allocate(Memory::device, bytes), Buffer::allocate(Memory::device, bytes)};
+  LinearOptions lo;  // cta items of 8 warps trigger at entry: the even-share carveout's query
+  lo.path = LinearPath::fused_mma, lo.items = LinearItems::cta, lo.warps = 8, lo.splits = 1;
+  SkinnyOptions so;  // the ring kernel asks the occupancy calculator under PDL
+  so.loader = SkinnyLoader::tma;
+  auto calls = [&](Buffer (&y)[2], bool pdl, cudaStream_t s) {
+    LinearOptions l = lo;
+    SkinnyOptions k = so;
+    l.pdl = k.pdl = pdl;
+    linear(TensorView{xd.data(), DType::bf16, m, n}, q.device_mma16, MutableTensorView{y[0].data(), DType::bf16, m, n},
+           ws, s, l);
+    skinny_gemm(TensorView{y[0].data(), DType::bf16, m, n}, TensorView{wd.data(), DType::bf16, n, n},
+                MutableTensorView{y[1].data(), DType::bf16, m, n}, s, k);
+  };
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  for (auto& b : y_graph) ASSERT_EQ(cudaMemsetAsync(b.data(), 0xff, b.size(), s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  try {
+    calls(y_graph, true, s);
+  } catch (const std::exception& e) {
+    cudaStreamEndCapture(s, &graph);
+    FAIL() << "a first PDL launch inside a global capture threw: " << e.what();
+  }
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  calls(y_plain, false, s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  for (int i = 0; i < 2; ++i) {
+    const auto plain = download16(y_plain[i].data(), size_t(m * n));
+    for (uint16_t v : plain) ASSERT_NE(v, 0xffff) << "output " << i;
+    EXPECT_EQ(download16(y_graph[i].data(), size_t(m * n)), plain) << "output " << i << " from the captured graph";
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 2048, layers = 6;

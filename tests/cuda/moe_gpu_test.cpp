@@ -501,6 +501,10 @@ TEST(GpuRouting, BadInputIsAClearError) {
                                    MutableTensorView{yd.data(), DType::bf16, 16, 48}, ws, nullptr); }, "mma16");
   expect_error([&] { expert_linear(xv, wq, 5, b.view().offsets, MutableTensorView{yd.data(), DType::bf16, 16, 48}, ws,
                                    nullptr); }, "not a multiple of 5");
+  ExpertLinearOptions four_warps_256;  // the 256-token kernel has 8 MMA warps: not silently changed
+  four_warps_256.items = LinearItems::wgmma_tile, four_warps_256.n_tiles = 32, four_warps_256.warps = 4;
+  expect_error([&] { expert_linear(xv, wq, 4, b.view().offsets, MutableTensorView{yd.data(), DType::bf16, 16, 48}, ws,
+                                   nullptr, four_warps_256); }, "take 8 warps");
 }
 
 }  // namespace

@@ -103,6 +103,9 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(pws.n_tiles, 32);
   EXPECT_EQ(pws.warps, 8);
   EXPECT_EQ(pws.splits, 1);
+  tl.warps = 4;  // asked for explicitly: an error, not silently 8
+  EXPECT_THROW(plan_linear(4096, 12288, 5120, 4, tl), Error);
+  tl.warps = 0;
   tl.n_tiles = 4;
   EXPECT_THROW(plan_linear(64, 12288, 5120, 4, tl), Error);
   tl.n_tiles = 16, tl.splits = 8;

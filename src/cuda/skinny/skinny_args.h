@@ -38,6 +38,28 @@ struct SkinnyArgs {
   bool pdl_trigger_at_entry = false;
   int stages = 4;      // SkinnyShape::stages
   int kslice = 256;    // SkinnyShape::kslice
+  // Diagnostics (kbit bench skinny-probe), stream kernel of a KBIT_SKINNY_PROBE build only: when set, lane 0 of every
+  // warp writes kSkinnyProbeSlots values at probe[(cta * warps + warp) * kSkinnyProbeSlots]
+  // (cta = blockIdx.y * gridDim.x + blockIdx.x): %globaltimer (ns) at its phases, its SM and
+  // its batch count (SkinnyProbe).
+  unsigned long long* probe = nullptr;
+};
+
+inline constexpr int kSkinnyProbeSlots = 8;
+// Whether the kernel stamps at all: only in builds configured with -DKBIT_SKINNY_PROBE=ON.
+#ifdef KBIT_SKINNY_PROBE
+inline constexpr bool kSkinnyProbeBuilt = true;
+#else
+inline constexpr bool kSkinnyProbeBuilt = false;
+#endif
+enum SkinnyProbe : int {
+  kSkinnyProbeEntry = 0,      // first instruction
+  kSkinnyProbeFirstBatch = 1,  // the warp's first batch landed (async loader)
+  kSkinnyProbeLoopDone = 2,   // the warp's last MMA issued
+  kSkinnyProbeStored = 3,     // out of the reduction; warp 0: C stored (its store instructions issued)
+  kSkinnyProbeSm = 4,         // value: %smid
+  kSkinnyProbeBatches = 5,    // value: batches of this warp
+  kSkinnyProbeWarps = 6,      // value: warps per CTA
 };
 
 // Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). splits: CTAs of one

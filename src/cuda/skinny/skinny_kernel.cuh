@@ -213,8 +213,7 @@ void launch_skinny_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t st
     const unsigned threads = (WARPS + 1) * 32;
     const size_t smem = skinny::shared_bytes(WARPS, R, N_, s.stages, s.kslice, a.M);
     const char* what = "skinny kernel: launch";
-    if (smem > 48 * 1024)  // before the occupancy query
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
+    allow_dynamic_smem(kernel, smem, what);  // before the occupancy query
     launch_skinny_grid(kernel, args, unsigned((a.N + 16 * R - 1) / (16 * R)), s.splits, threads, smem,
                        a.pdl ? resident_ctas_per_sm(kernel, threads, smem, what) : 0, -1, stream, what);
   });

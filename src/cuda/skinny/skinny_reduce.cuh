@@ -54,12 +54,11 @@ __device__ __forceinline__ void skinny_pdl_trigger(const SkinnyArgs& a, bool at_
 // trigger at entry only when the whole grid is resident at once (`resident_per_sm` CTAs
 // per SM; clusters may place fewer, so only one-CTA clusters count). carveout_percent >= 0:
 // the shared memory carveout of this launch (a launch attribute, so that each node of a
-// captured graph keeps its own).
+// captured graph keeps its own). The caller has allowed the kernel `smem`
+// (allow_dynamic_smem).
 template <typename Kernel>
 void launch_skinny_grid(Kernel kernel, const SkinnyArgs& in_args, unsigned row_groups, int splits, unsigned threads,
                         size_t smem, int resident_per_sm, int carveout_percent, cudaStream_t stream, const char* what) {
-  if (smem > 48 * 1024)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), what);
   SkinnyArgs args = in_args;
   args.pdl_trigger_at_entry = args.pdl && splits == 1 && int64_t(row_groups) <= int64_t(resident_per_sm) * sm_count();
   cudaLaunchConfig_t cfg{};

@@ -46,6 +46,12 @@
 // (cuBLAS 17.1-17.7), M = 9-16 15.1-15.4 (cuBLAS 15.4-15.5); chained with PDL 13.7-13.9 /
 // 14.2-14.4 us. The reg and smem loaders:
 // 17.0-19.2 us at M = 1 (registers hold too few bytes in flight). Read floor 12.8 us.
+// Twenty-eighth session (H200, 2026-12-01): chained with PDL, the early refill (EARLY_REFILL)
+// gives M = 1-8 12.8-13.3 us, M = 9-16 14.1-14.2; isolated calls unchanged (14.5-15.2 /
+// 15.2-15.5). Where the isolated call's 1.9-2.6 us above the read floor go (kbit bench
+// skinny-probe, BENCHMARKS.md): this loader's reads alone, without MMAs, take 13.2-13.4 us;
+// the MMAs and fragment reads cost 0.55-0.75 us, the epilogue 0.3; and the warps whose first
+// batch lands last (up to 1.9 us after the median one) finish last.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -97,7 +103,14 @@ constexpr int kLoadRegisters = 0, kLoadStaged = 1, kLoadAsync = 2;
 
 // BC: columns per batch (64 or 128); D: batches in flight per warp (registers, staged; the
 // async loader takes a.stages at run time); LOADER: kLoadRegisters, kLoadStaged, kLoadAsync.
-template <typename T, int NT, int WARPS, int BC, int D, int LOADER, int R = 1>
+// EARLY_REFILL (async loader, PDL launches): a tile is refilled as soon as its batch is in
+// registers, before the MMAs, so `stages` batches stay in flight (and are requested before
+// griddepcontrol.wait) instead of stages - 1. Measured on the H200 (2026-12-01), Kimi-K3:
+// chained with PDL M = 4-8 13.7-13.9 -> 13.0-13.2 us, M = 9-16 14.3-14.4 -> 14.2-14.3; but
+// isolated calls 0.5-0.7 us slower (probably because the deeper first burst is served less
+// evenly across the warps, and the last warps set the time), so plain launches keep the
+// late refill.
+template <typename T, int NT, int WARPS, int BC, int D, int LOADER, int R = 1, bool EARLY_REFILL = false>
 __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_kernel(const __grid_constant__ SkinnyArgs a) {
   using namespace skinny;
   constexpr int kSteps = BC / 32;         // 32-column MMA steps per batch
@@ -114,6 +127,15 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   const int b0 = int(int64_t(batches) * split / splits), b1 = int(int64_t(batches) * (split + 1) / splits);
   const int mine = b1 - b0 > warp ? (b1 - b0 - warp + WARPS - 1) / WARPS : 0;
   const int row_base = int(blockIdx.x) * kRows;
+  // Diagnostics only (SkinnyArgs::probe, in KBIT_SKINNY_PROBE builds): a phase's
+  // %globaltimer, lane 0 of each warp; compiled out otherwise.
+  auto stamp = [&](int slot, unsigned long long value = 0, bool timer = true) {
+    if (kSkinnyProbeBuilt && a.probe && lane == 0) {
+      if (timer) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(value));
+      a.probe[((int64_t(blockIdx.y) * gridDim.x + blockIdx.x) * WARPS + warp) * kSkinnyProbeSlots + slot] = value;
+    }
+  };
+  stamp(kSkinnyProbeEntry);
   skinny_pdl_trigger(a, true);
   const uint64_t policy = l2_evict_first_policy();
 
@@ -257,28 +279,38 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
           dst[j][nt] = *reinterpret_cast<const uint4*>(t + (kRows + row) * kRowBytes + chunk * 16);
         }
     };
-    // The first stages - 1 batches: W before griddepcontrol.wait (it does not depend on the
-    // previous kernel), A after it, all in one copy group followed by stages - 2 empty
-    // ones, so that batch i (i >= stages - 1) is group i as in the loop below.
-    for (int i = 0; i + 1 < stages; ++i)
+    // The first stages - kLag batches (kLag = 1, or 0 with EARLY_REFILL): W before
+    // griddepcontrol.wait (it does not depend on the previous kernel), A after it, all in one
+    // copy group followed by empty ones up to stages - kLag groups, so that batch i
+    // (i >= stages - kLag) is group i as in the loop below.
+    constexpr int kLag = EARLY_REFILL ? 0 : 1;
+    for (int i = 0; i + kLag < stages; ++i)
       if (i < mine) issue_w(i);
     if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    for (int i = 0; i + 1 < stages; ++i)
+    for (int i = 0; i + kLag < stages; ++i)
       if (i < mine) issue_a(i);
-    for (int i = 0; i + 1 < stages; ++i) cp_async_commit();
+    for (int i = 0; i + kLag < stages; ++i) cp_async_commit();
     if (kEarlyAddends && warp == 0) load_epilogue_addends<T, NT, R>(addends, a, row_base);
     for (int i = 0; i < mine; ++i) {
-      if (i + stages - 1 < mine) issue_w(i + stages - 1), issue_a(i + stages - 1);
-      cp_async_commit();  // an empty group past the end keeps the count
+      if constexpr (!EARLY_REFILL) {  // batch i + stages - 1 into the tile batch i - 1 left
+        if (i + stages - 1 < mine) issue_w(i + stages - 1), issue_a(i + stages - 1);
+        cp_async_commit();  // an empty group past the end keeps the count
+      }
       uint4 xv[kSteps][NT];
       if (!a_in_ring) load_x(xv, i);
-      cp_async_wait_pending(stages - 1);
+      cp_async_wait_pending(stages - 1);  // groups 0..i complete: batch i has landed
       __syncwarp();
+      if constexpr (kSkinnyProbeBuilt)
+        if (i == 0) stamp(kSkinnyProbeFirstBatch);
       const unsigned char* slot = tile + (i % stages) * kTileBytes;
       if (a_in_ring) read_x_tile(slot, xv);
       uint4 frag[R][2][kSteps];
       read_tile(slot, frag);
-      __syncwarp();  // read before iteration i + 1 refills the tile
+      __syncwarp();  // read before the tile is refilled
+      if constexpr (EARLY_REFILL) {  // batch i is in registers: its tile takes batch i + stages
+        if (i + stages < mine) issue_w(i + stages), issue_a(i + stages);
+        cp_async_commit();
+      }
       multiply(frag, xv);
     }
     cp_async_wait_pending(0);
@@ -304,6 +336,7 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
     }
   }
   }
+  stamp(kSkinnyProbeLoopDone);
   if constexpr (kTwoChains) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -315,6 +348,14 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   // The tiles are free once every warp is past its loop (reduce_and_store begins with a
   // CTA barrier).
   reduce_and_store<T, NT, WARPS, R, kEarlyAddends>(acc, reinterpret_cast<float*>(smem), a, row_base, addends);
+  if (kSkinnyProbeBuilt && a.probe) {
+    stamp(kSkinnyProbeStored);
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    stamp(kSkinnyProbeSm, sm, false);
+    stamp(kSkinnyProbeBatches, unsigned(mine), false);
+    stamp(kSkinnyProbeWarps, unsigned(WARPS), false);
+  }
 }
 
 inline int stream_tiles_per_warp(const SkinnyShape& s) {
@@ -351,8 +392,19 @@ auto with_stream_instance(const SkinnyShape& s, F&& f) {
 template <typename T, int NT>
 void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStream_t stream) {
   with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>() {
-    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
     const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync);
+    const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
+    const int max_ctas_per_sm = 512 / (WARPS * 32);  // the register limit: 16 warps per SM
+    // PDL launches of the async loader refill each tile early (EARLY_REFILL) where that was
+    // measured faster: one wave of at least 2 CTAs per SM and no cluster (Kimi-K3 M = 1-8
+    // 13.7-14.0 -> 13.0-13.3 us, glm47 moe_dn / o / shared_dn 0-2.5%; H200, 2026-12-01).
+    // Smaller grids lost 2-10% with it (Qwen3, 128-256 CTAs) and clusters up to 20% (glm47 kv
+    // at M = 16 8.7 -> 10.5 us, s = 2), so they keep the late refill.
+    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
+    if constexpr (LOADER == skinny::kLoadAsync)
+      if (a.pdl && s.splits == 1 && int64_t(row_groups) >= 2 * int64_t(sm_count()) &&
+          int64_t(row_groups) <= int64_t(max_ctas_per_sm) * sm_count())
+        kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R, true>;
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
     // A grid of one wave gets room for its even share only (ceil(CTAs / SMs)): with PDL the
@@ -361,12 +413,11 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
     // isolated; chained with PDL 39.7 with room for 4, 32.8 with 3). Clusters keep the full
     // room (their CTAs must share a GPC). The carveout is a launch attribute: graph nodes of
     // different shapes keep their own.
-    const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
-    const int even_share = int((int64_t(row_groups) + sm_count() - 1) / sm_count());
-    const int ctas_per_sm = s.splits == 1 ? std::min(512 / (WARPS * 32), even_share) : 512 / (WARPS * 32);
+    const int ctas_per_sm = s.splits == 1 ? std::min(max_ctas_per_sm, even_share_per_sm(row_groups)) : max_ctas_per_sm;
     const int carveout = carveout_for(ctas_per_sm, smem);
     SkinnyArgs args = a;
     args.stages = s.stages, args.kslice = s.kslice;  // the async ring's length is read at run time
+    allow_dynamic_smem(kernel, smem, "skinny stream kernel: shared memory");
     launch_skinny_grid(kernel, args, row_groups, s.splits, WARPS * 32, smem, ctas_per_sm, carveout, stream,
                        "skinny stream kernel: launch");
   });
