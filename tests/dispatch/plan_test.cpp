@@ -170,6 +170,14 @@ TEST(LinearPlan, PathsByM) {
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
+  // The early tile refill: PDL, one wave of >= 2 CTAs per SM, no cluster (132 SMs, 4 per SM).
+  using cuda::detail::skinny_early_refill;
+  EXPECT_TRUE(skinny_early_refill(true, 1, 448, 4, 132));    // Kimi-K3: 448 row groups
+  EXPECT_TRUE(skinny_early_refill(true, 1, 264, 4, 132));
+  EXPECT_FALSE(skinny_early_refill(false, 1, 448, 4, 132));  // isolated calls
+  EXPECT_FALSE(skinny_early_refill(true, 2, 448, 4, 132));   // clusters
+  EXPECT_FALSE(skinny_early_refill(true, 1, 256, 4, 132));   // under 2 CTAs per SM (Qwen3)
+  EXPECT_FALSE(skinny_early_refill(true, 1, 768, 4, 132));   // more than one wave
   EXPECT_EQ(plan_skinny(1, 7168, 3584).n_tiles, 1);
   EXPECT_EQ(plan_skinny(16, 7168, 3584).n_tiles, 2);
   EXPECT_EQ(plan_skinny(17, 7168, 3584).n_tiles, 4);

@@ -38,10 +38,10 @@ struct SkinnyArgs {
   bool pdl_trigger_at_entry = false;
   int stages = 4;      // SkinnyShape::stages
   int kslice = 256;    // SkinnyShape::kslice
-  // Diagnostics (kbit bench skinny-probe), stream kernel of a KBIT_SKINNY_PROBE build only: when set, lane 0 of every
-  // warp writes kSkinnyProbeSlots values at probe[(cta * warps + warp) * kSkinnyProbeSlots]
-  // (cta = blockIdx.y * gridDim.x + blockIdx.x): %globaltimer (ns) at its phases, its SM and
-  // its batch count (SkinnyProbe).
+  // Diagnostics (kbit bench skinny-probe; the stream kernel of a KBIT_SKINNY_PROBE build
+  // only): when set, lane 0 of every warp writes kSkinnyProbeSlots values at
+  // probe[(cta * warps + warp) * kSkinnyProbeSlots] (cta = blockIdx.y * gridDim.x +
+  // blockIdx.x): %globaltimer (ns) at its phases, its SM and its batch count (SkinnyProbe).
   unsigned long long* probe = nullptr;
 };
 
@@ -61,6 +61,15 @@ enum SkinnyProbe : int {
   kSkinnyProbeBatches = 5,    // value: batches of this warp
   kSkinnyProbeWarps = 6,      // value: warps per CTA
 };
+
+// Whether a launch of the stream kernel's async loader refills each tile as soon as its
+// batch is in registers (EARLY_REFILL, skinny_stream_kernel.cuh): only under PDL, for one
+// wave of at least 2 CTAs per SM without a cluster, where the H200 measured it faster
+// (Kimi-K3 chained M = 1-8 13.7-13.9 -> 13.0-13.2 us). Isolated calls lost 0.5-0.7 us with it,
+// PDL chains of smaller grids 2-10% (Qwen3, 128-256 CTAs) and of clusters up to 20%.
+inline bool skinny_early_refill(bool pdl, int splits, int64_t row_groups, int max_ctas_per_sm, int64_t sms) {
+  return pdl && splits == 1 && row_groups >= 2 * sms && row_groups <= int64_t(max_ctas_per_sm) * sms;
+}
 
 // Kernel shape. n_tiles: tiles of 8 tokens (1, 2, 4; from M). splits: CTAs of one
 // thread-block cluster that share a row group's K range (1, 2, 4, 8). The rest per loader:

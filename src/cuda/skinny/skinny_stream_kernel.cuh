@@ -395,15 +395,10 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
     const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync);
     const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
     const int max_ctas_per_sm = 512 / (WARPS * 32);  // the register limit: 16 warps per SM
-    // PDL launches of the async loader refill each tile early (EARLY_REFILL) where that was
-    // measured faster: one wave of at least 2 CTAs per SM and no cluster (Kimi-K3 M = 1-8
-    // 13.7-14.0 -> 13.0-13.3 us, glm47 moe_dn / o / shared_dn 0-2.5%; H200, 2026-12-01).
-    // Smaller grids lost 2-10% with it (Qwen3, 128-256 CTAs) and clusters up to 20% (glm47 kv
-    // at M = 16 8.7 -> 10.5 us, s = 2), so they keep the late refill.
+    // Some PDL launches of the async loader refill each tile early (skinny_early_refill).
     auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
     if constexpr (LOADER == skinny::kLoadAsync)
-      if (a.pdl && s.splits == 1 && int64_t(row_groups) >= 2 * int64_t(sm_count()) &&
-          int64_t(row_groups) <= int64_t(max_ctas_per_sm) * sm_count())
+      if (skinny_early_refill(a.pdl, s.splits, row_groups, max_ctas_per_sm, sm_count()))
         kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R, true>;
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
