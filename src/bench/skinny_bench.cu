@@ -268,7 +268,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
           const SkinnyPlan p = plan_skinny(m, n, k, so);  // normalised (no empty split)
           c.splits = p.splits;
           row.config = skinny_config_name(c);
-          const auto info = cuda::detail::skinny_kernel_info(cuda::detail::skinny_shape_of(p), DType::bf16, int(m));
+          const auto info = cuda::detail::skinny_kernel_info(cuda::detail::skinny_shape_of(p), DType::bf16, int(m), n, pdl);
           row.registers_per_thread = info.registers, row.spill_bytes = info.local_bytes;
           time_it(row, [&](cudaStream_t s, int call) {
             SkinnyOptions lo = so;

@@ -42,7 +42,7 @@ void run_skinny_probe(const SkinnyProbeOptions& o) {
   KBIT_REQUIRE(o.m >= 1 && o.m <= kMaxSkinnyM, "--m must be 1..", kMaxSkinnyM);
   KBIT_REQUIRE(o.n >= 1 && o.k >= 8 && o.k % 8 == 0, "--n must be positive and --k a positive multiple of 8");
   KBIT_REQUIRE(o.iterations >= 1 && o.chain >= 1 && o.chain <= 64, "--iterations must be positive, --chain 1..64");
-  KBIT_REQUIRE(d::kSkinnyProbeBuilt, "kbit bench skinny-probe: this build has no probe stamps in the skinny kernel "
+  KBIT_REQUIRE(detail::skinny_probe_built(), "kbit bench skinny-probe: this build has no probe stamps in the skinny kernel "
                "(configure with -DKBIT_SKINNY_PROBE=ON)");
   KBIT_REQUIRE(cuda::device_available(), "kbit bench skinny-probe needs a CUDA GPU: ", cuda::device_description());
   const int64_t n = o.n, k = o.k, m = o.m;

@@ -54,6 +54,8 @@ void set_gemv_probe(unsigned long long* probe);
 // kernel carries this buffer as SkinnyArgs::probe (kSkinnyProbeSlots per warp of the grid);
 // null: off. Process-wide and not synchronised, like set_gemv_probe.
 void set_skinny_probe(unsigned long long* probe);
+// Whether the skinny stream kernel was built with its stamps (-DKBIT_SKINNY_PROBE=ON).
+bool skinny_probe_built();
 // The grouped GEMV's sizes for these arguments (a.expert_offsets, experts, tile_rows set).
 cuda::detail::GemvGroupedPlan plan_grouped_gemv(int bits, const cuda::detail::GemvArgs& a);
 // How a GEMV stages x from a source other than its own rows (kbit::moe_forward's

@@ -30,6 +30,7 @@ constexpr detail::EnumNames<SkinnyLoader, 5> kLoaderNames{
 }  // namespace
 
 void detail::set_skinny_probe(unsigned long long* probe) { skinny_probe_buffer = probe; }
+bool detail::skinny_probe_built() { return cuda::detail::kSkinnyProbeBuilt; }
 
 const char* skinny_loader_name(SkinnyLoader l) { return kLoaderNames.name(l).data(); }  // literals: terminated
 SkinnyLoader parse_skinny_loader(const std::string& name) { return kLoaderNames.parse(name); }

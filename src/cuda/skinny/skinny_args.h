@@ -106,6 +106,8 @@ struct SkinnyKernelInfo {
   int local_bytes = 0;  // spill / stack bytes per thread
   size_t shared_bytes = 0;  // dynamic shared memory per CTA at the queried M
 };
-SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m);
+// The kernel a launch of shape s at M tokens runs; for the stream kernel also N and pdl,
+// which pick its early-refill instance (skinny_early_refill) for some PDL launches.
+SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m, int64_t n = 0, bool pdl = false);
 
 }  // namespace kbit::cuda::detail

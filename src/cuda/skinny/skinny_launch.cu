@@ -14,7 +14,7 @@ namespace kbit::cuda::detail {
   extern template SkinnyKernelInfo skinny_info_nt<T, NT>(const SkinnyShape&, int);
 #define KBIT_DECLARE_SKINNY_STREAM(T, NT)                                                                      \
   extern template void launch_skinny_stream_nt<T, NT>(const SkinnyArgs&, const SkinnyShape&, cudaStream_t); \
-  extern template SkinnyKernelInfo skinny_stream_info_nt<T, NT>(const SkinnyShape&, int);
+  extern template SkinnyKernelInfo skinny_stream_info_nt<T, NT>(const SkinnyShape&, int64_t, bool);
 KBIT_DECLARE_SKINNY(__half, 1)
 KBIT_DECLARE_SKINNY(__half, 2)
 KBIT_DECLARE_SKINNY(__half, 4)
@@ -111,10 +111,10 @@ void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStrea
   with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { launch_skinny_nt<T, NT>(args, s, stream); });
 }
 
-SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m) {
+SkinnyKernelInfo skinny_kernel_info(const SkinnyShape& s, DType t, int m, int64_t n, bool pdl) {
   if (s.loader != SkinnyLoader::tma)
     return with_dtype_and_tiles(s, t, [&]<typename T, int NT>() {
-      if constexpr (NT <= 2) return skinny_stream_info_nt<T, NT>(s, m);
+      if constexpr (NT <= 2) return skinny_stream_info_nt<T, NT>(s, n, pdl);
       else return SkinnyKernelInfo{};  // not instantiated: check_skinny_shape has refused it
     });
   return with_dtype_and_tiles(s, t, [&]<typename T, int NT>() { return skinny_info_nt<T, NT>(s, m); });

@@ -387,6 +387,17 @@ auto with_stream_instance(const SkinnyShape& s, F&& f) {
   return with_warps.template operator()<8>();
 }
 
+// The instance that a launch of shape s over N rows runs: the early-refill one for some PDL
+// launches of the async loader (skinny_early_refill).
+template <typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>
+auto stream_kernel_for(const SkinnyShape& s, int64_t n, bool pdl) {
+  auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
+  if constexpr (LOADER == skinny::kLoadAsync)
+    if (skinny_early_refill(pdl, s.splits, (n + 16 * R - 1) / (16 * R), 512 / (WARPS * 32), sm_count()))
+      kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R, true>;
+  return kernel;
+}
+
 // Not instantiated for 4 token tiles (M > 16): every shape spills there; the host checks
 // (check_skinny_shape) keep such calls on the ring kernel.
 template <typename T, int NT>
@@ -395,11 +406,7 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
     const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync);
     const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
     const int max_ctas_per_sm = 512 / (WARPS * 32);  // the register limit: 16 warps per SM
-    // Some PDL launches of the async loader refill each tile early (skinny_early_refill).
-    auto kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>;
-    if constexpr (LOADER == skinny::kLoadAsync)
-      if (skinny_early_refill(a.pdl, s.splits, row_groups, max_ctas_per_sm, sm_count()))
-        kernel = skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R, true>;
+    const auto kernel = stream_kernel_for<TT, N_, WARPS, BC, D, LOADER, R>(s, a.N, a.pdl);
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
     // A grid of one wave gets room for its even share only (ceil(CTAs / SMs)): with PDL the
@@ -419,10 +426,10 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
 }
 
 template <typename T, int NT>
-SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int) {
+SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int64_t n, bool pdl) {
   return with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>() {
     cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, skinny_stream_kernel<TT, N_, WARPS, BC, D, LOADER, R>),
+    check_cuda(cudaFuncGetAttributes(&attr, stream_kernel_for<TT, N_, WARPS, BC, D, LOADER, R>(s, n, pdl)),
                "skinny stream kernel: attributes");
     return SkinnyKernelInfo{attr.numRegs, int(attr.localSizeBytes),
                             skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync)};
@@ -431,6 +438,6 @@ SkinnyKernelInfo skinny_stream_info_nt(const SkinnyShape& s, int) {
 
 #define KBIT_INSTANTIATE_SKINNY_STREAM(T, NT)                                                          \
   template void launch_skinny_stream_nt<T, NT>(const SkinnyArgs&, const SkinnyShape&, cudaStream_t); \
-  template SkinnyKernelInfo skinny_stream_info_nt<T, NT>(const SkinnyShape&, int);
+  template SkinnyKernelInfo skinny_stream_info_nt<T, NT>(const SkinnyShape&, int64_t, bool);
 
 }  // namespace kbit::cuda::detail
