@@ -260,12 +260,12 @@ std::vector<detail::LinearConfig> merge_linear_configs(std::vector<detail::Linea
                                                        const std::vector<detail::LinearConfig>& tuned) {
   for (const auto& t : tuned) {
     std::erase_if(table, [&](const detail::LinearConfig& c) {
-      return c.device == t.device && c.bits == t.bits && c.n == t.n && c.k == t.k && c.m == t.m;
+      return c.device == t.device && c.bits == t.bits && c.n == t.n && c.k == t.k && c.m == t.m && c.pdl == t.pdl;
     });
     table.push_back(t);
   }
   std::sort(table.begin(), table.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.device, a.bits, a.n, a.k, a.m) < std::tie(b.device, b.bits, b.n, b.k, b.m);
+    return std::tie(a.device, a.bits, a.n, a.k, a.pdl, a.m) < std::tie(b.device, b.bits, b.n, b.k, b.pdl, b.m);
   });
   return table;
 }

@@ -238,7 +238,10 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       }
       rows.push_back(row);
     }
+    // Each candidate runs as a plain launch and, with --pdl, chained with PDL; selected
+    // mode takes the plan of each launch kind (the table may hold a PDL entry).
     std::vector<detail::LinearConfig> configs;
+    std::vector<detail::LinearConfig> pdl_configs;  // selected mode: the PDL plan, if it differs
     if (o.mode == "sweep") {
       const SkinnyLoader only = parse_skinny_loader(o.loader);
       std::vector<detail::LinearConfig> all;
@@ -250,16 +253,24 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       SkinnyOptions fixed;  // baseline: one fixed shape, no cluster split
       if (o.mode == "baseline") fixed.loader = SkinnyLoader::tma, fixed.warps = 4, fixed.stripes = 2, fixed.stages = 4, fixed.kslice = 256, fixed.splits = 1;
       if (o.mode == "selected" && !o.config.empty()) fixed = skinny_options_of(parse_skinny_config(o.config));
-      const SkinnyPlan p = plan_skinny(m, n, k, fixed);
-      detail::LinearConfig c;
-      c.bits = 16, c.n_tiles = p.n_tiles, c.loader = p.loader, c.warps = p.warps, c.stripes = p.stripes;
-      c.stages = p.stages, c.kslice = p.kslice;
-      c.splits = p.splits;
-      configs.push_back(c);
+      auto config_of = [&](bool pdl) {
+        SkinnyOptions so = fixed;
+        so.pdl = pdl;
+        const SkinnyPlan p = plan_skinny(m, n, k, so);
+        detail::LinearConfig c;
+        c.bits = 16, c.n_tiles = p.n_tiles, c.loader = p.loader, c.warps = p.warps, c.stripes = p.stripes;
+        c.stages = p.stages, c.kslice = p.kslice;
+        c.splits = p.splits;
+        return c;
+      };
+      configs.push_back(config_of(false));
+      if (o.pdl) pdl_configs.push_back(config_of(true));
     }
-    for (auto c : configs)
+    for (size_t ci = 0; ci < configs.size(); ++ci)
       for (const bool pdl : {false, true}) {
         if (pdl && !o.pdl) continue;
+        detail::LinearConfig c = pdl && ci < pdl_configs.size() ? pdl_configs[ci] : configs[ci];
+        c.pdl = pdl;
         SkinnyBenchRow row = base_row(pdl ? "kbit_skinny_pdl" : "kbit_skinny");
         c.device = dev.name, c.n = n, c.k = k, c.m = m;
         row.config = skinny_config_name(c);
@@ -306,13 +317,19 @@ std::string skinny_row_json(const SkinnyBenchRow& r) {
 }
 
 std::vector<detail::LinearConfig> best_skinny_configs(const std::vector<SkinnyBenchRow>& rows) {
-  std::map<int64_t, detail::LinearConfig> best;
-  for (const auto& r : rows)
-    if (r.backend == "kbit_skinny" && r.valid && r.error.empty() && r.spill_bytes == 0 &&
-        (!best.count(r.m) || r.median_us < best[r.m].us))
-      best[r.m] = r.plan;
+  std::map<std::pair<bool, int64_t>, detail::LinearConfig> best;  // (PDL entry, M)
+  for (const auto& r : rows) {
+    const bool pdl = r.backend == "kbit_skinny_pdl";
+    if ((pdl || r.backend == "kbit_skinny") && r.valid && r.error.empty() && r.spill_bytes == 0) {
+      const auto key = std::pair{pdl, r.m};
+      if (!best.count(key) || r.median_us < best[key].us) {
+        best[key] = r.plan;
+        best[key].pdl = pdl;
+      }
+    }
+  }
   std::vector<detail::LinearConfig> out;
-  for (auto& [m, c] : best) out.push_back(c);
+  for (auto& [key, c] : best) out.push_back(c);
   return out;
 }
 

@@ -55,7 +55,8 @@ SkinnyOptions skinny_options_of(const detail::LinearConfig& c);
 std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o);
 // One JSON object per row, with the device fields.
 std::string skinny_row_json(const SkinnyBenchRow& r);
-// The fastest valid kbit row per M, as table entries (bits 16), for merge_linear_configs.
+// The fastest valid kbit row per M, as table entries (bits 16), for merge_linear_configs;
+// the kbit_skinny_pdl rows (--pdl) give entries marked pdl, used by PDL launches.
 std::vector<detail::LinearConfig> best_skinny_configs(const std::vector<SkinnyBenchRow>& rows);
 
 }  // namespace kbit::bench

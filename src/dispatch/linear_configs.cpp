@@ -33,6 +33,7 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       KBIT_REQUIRE(c.loader != SkinnyLoader::automatic, "linear config table: loader must be tma, reg, smem or async");
       KBIT_REQUIRE(c.bits != 16 || (c.stages > 0 && c.kslice > 0),
                    "linear config table: a bits-16 (skinny) entry needs stages and kslice");
+      c.pdl = e.value("pdl", false);
       out.push_back(c);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -52,22 +53,27 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
                         {"us", std::round(c.us * 100) / 100}};
     if (c.bits == 16) e["stripes"] = c.stripes, e["stages"] = c.stages, e["kslice"] = c.kslice, e.erase("items");
     if (c.bits == 16 && c.loader != SkinnyLoader::tma) e["loader"] = skinny_loader_name(c.loader);
+    if (c.pdl) e["pdl"] = true;
     s += "    " + e.dump() + (i + 1 < entries.size() ? ",\n" : "\n");
   }
   return s + "  ]\n}\n";
 }
 
 const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
-                                       int64_t n, int64_t k, int64_t m) {
-  const LinearConfig* best = nullptr;
-  for (const auto& c : table)
-    if (c.device == device && c.bits == bits && c.n == n && c.k == k && c.m >= m && 2 * m > c.m &&
-        (!best || c.m < best->m))
-      best = &c;
-  return best;
+                                       int64_t n, int64_t k, int64_t m, bool pdl) {
+  auto find = [&](bool pdl_entries) {
+    const LinearConfig* best = nullptr;
+    for (const auto& c : table)
+      if (c.pdl == pdl_entries && c.device == device && c.bits == bits && c.n == n && c.k == k && c.m >= m &&
+          2 * m > c.m && (!best || c.m < best->m))
+        best = &c;
+    return best;
+  };
+  const LinearConfig* tuned_for_pdl = pdl ? find(true) : nullptr;
+  return tuned_for_pdl ? tuned_for_pdl : find(false);
 }
 
-const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m) {
+const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl) {
   static const std::vector<LinearConfig> table = parse_linear_configs(generated::kLinearConfigsJson);
   static const std::string device = [] {
     int dev = 0;
@@ -79,7 +85,7 @@ const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m
     return std::string(p.name);
   }();
   if (device.empty()) return nullptr;
-  return find_linear_config(table, device, bits, n, k, m);
+  return find_linear_config(table, device, bits, n, k, m, pdl);
 }
 
 }  // namespace kbit::detail

@@ -56,6 +56,11 @@ struct LinearConfig {
   // ring slots or batches in flight, columns per slot or batch; splits = the cluster size.
   SkinnyLoader loader = SkinnyLoader::tma;
   int stripes = 1, stages = 0, kslice = 0;
+  // Tuned for programmatic-dependent launches (calls chained on a stream, each one's weight
+  // requests overlapping the previous call's end): another shape can win there. A PDL
+  // request takes such an entry first and falls back to the plain ones; a plain request
+  // never takes it.
+  bool pdl = false;
 };
 
 // Entries of a table in the data/linear_configs.json format; throws on malformed text.
@@ -63,8 +68,8 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& json_text);
 std::string linear_configs_to_json(const std::vector<LinearConfig>& entries);
 
 // The compiled-in entry for the current GPU, or null.
-const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m);
+const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl = false);
 const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
-                                       int64_t n, int64_t k, int64_t m);
+                                       int64_t n, int64_t k, int64_t m, bool pdl = false);
 
 }  // namespace kbit::detail

@@ -49,7 +49,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   p.n_tiles = tiles_for(m);
   const bool forced =
       o.loader != SkinnyLoader::automatic || o.warps || o.stripes || o.stages || o.kslice || o.splits;
-  const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m);
+  const detail::LinearConfig* c = forced ? nullptr : detail::find_linear_config(kDense, n, k, m, o.pdl);
   if (c && c->n_tiles != p.n_tiles) c = nullptr;  // an entry tuned for another token-tile count
   p.source = forced ? "forced" : c ? "table" : "heuristic";
   // Planning without a GPU (host tests) assumes the H200's 132 SMs.

@@ -73,7 +73,7 @@ void add_tune_skinny(CLI::App* tune) {
               "also time every kbit configuration launched with programmatic dependent launch, each call's "
               "weight requests overlapping the previous call's end as in a decode step (rows kbit_skinny_pdl)");
   s->add_option("--json", a->json, "one JSON object per (M, backend, config)");
-  s->add_option("--table-out", a->table_out, "sweep: merge the fastest config per M into this table");
+  s->add_option("--table-out", a->table_out, "sweep: merge the fastest config per M into this table (with --pdl also the fastest under PDL, as pdl entries)");
   s->callback([a] {
     a->o.ms = parse_m_list(a->m);
     const auto slash = a->shard.find('/');

@@ -311,6 +311,17 @@ TEST(SkinnyConfig, NamesRoundTripAndTheBestValidRowWins) {
   const auto best = bench::best_skinny_configs(rows);
   ASSERT_EQ(best.size(), 1u);
   EXPECT_EQ(best[0].splits, 2);
+  EXPECT_FALSE(best[0].pdl);
+  // --pdl rows give their own entry per M, marked pdl, even when slower than the plain rows.
+  bench::SkinnyBenchRow chained = rows[0];
+  chained.backend = "kbit_skinny_pdl", chained.median_us = 11.0, chained.plan.splits = 4, chained.plan.us = 11.0;
+  rows.push_back(chained);
+  const auto both = bench::best_skinny_configs(rows);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_FALSE(both[0].pdl);
+  EXPECT_EQ(both[0].splits, 2);
+  EXPECT_TRUE(both[1].pdl);
+  EXPECT_EQ(both[1].splits, 4);
 }
 
 TEST(LinearConfigs, RoundTripAndLookupByMRange) {
@@ -335,6 +346,35 @@ TEST(LinearConfigs, RoundTripAndLookupByMRange) {
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 9)->splits, 16);
   EXPECT_EQ(detail::find_linear_config(back, "GPU Y", 4, 4096, 2048, 1), nullptr);
   EXPECT_THROW(detail::parse_linear_configs("{\"entries\": [{\"bits\": 4}]}"), Error);
+}
+
+TEST(LinearConfigs, PdlEntriesServePdlRequestsFirstAndOnlyThem) {
+  detail::LinearConfig plain;
+  plain.device = "GPU X", plain.bits = 16, plain.n = 7168, plain.k = 3584, plain.m = 16, plain.n_tiles = 2;
+  plain.loader = SkinnyLoader::async, plain.stages = 2, plain.kslice = 64;
+  detail::LinearConfig chained = plain;
+  chained.pdl = true, chained.stripes = 2, chained.stages = 4;
+  detail::LinearConfig plain_small = plain;
+  plain_small.m = 8, plain_small.n_tiles = 1, plain_small.kslice = 128;
+  const auto back = detail::parse_linear_configs(detail::linear_configs_to_json({plain, chained, plain_small}));
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_TRUE(back[1].pdl);
+  EXPECT_FALSE(back[0].pdl);
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 16, 7168, 3584, 12, true)->stripes, 2);  // the PDL entry
+  EXPECT_EQ(detail::find_linear_config(back, "GPU X", 16, 7168, 3584, 12, false)->stripes, 1);
+  EXPECT_FALSE(detail::find_linear_config(back, "GPU X", 16, 7168, 3584, 12)->pdl);
+  // No PDL entry for M = 8: a PDL request falls back to the plain entry.
+  const auto* fallback = detail::find_linear_config(back, "GPU X", 16, 7168, 3584, 8, true);
+  ASSERT_NE(fallback, nullptr);
+  EXPECT_EQ(fallback->kslice, 128);
+  EXPECT_FALSE(fallback->pdl);
+  // A tune merge replaces an entry of the same launch kind only.
+  detail::LinearConfig retuned = chained;
+  retuned.stages = 3;
+  const auto merged = bench::merge_linear_configs(back, {retuned});
+  ASSERT_EQ(merged.size(), 3u);
+  EXPECT_EQ(detail::find_linear_config(merged, "GPU X", 16, 7168, 3584, 16, true)->stages, 3);
+  EXPECT_EQ(detail::find_linear_config(merged, "GPU X", 16, 7168, 3584, 16, false)->stages, 2);
 }
 
 TEST(LinearConfigs, TuneMergeReplacesTheSameCaseAndKeepsOthers) {
