@@ -44,7 +44,7 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
 
 std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
   std::string s = "{\n  \"_doc\": \"Tuned kbit::linear plans, written by `kbit tune`: for M in (previous m, m] and above m / 2 of the "
-                  "same device, bits, n, k.\",\n  \"entries\": [\n";
+                  "same device, bits, n, k; an entry with pdl: true serves PDL launches first.\",\n  \"entries\": [\n";
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& c = entries[i];
     nlohmann::json e = {{"device", c.device}, {"bits", c.bits}, {"n", c.n}, {"k", c.k}, {"m", c.m},

@@ -52,6 +52,9 @@
 // skinny-probe, BENCHMARKS.md): this loader's reads alone, without MMAs, take 13.2-13.4 us;
 // the MMAs and fragment reads cost 0.55-0.75 us, the epilogue 0.3; and the warps whose first
 // batch lands last (up to 1.9 us after the median one) finish last.
+// Twenty-ninth session (H200, 2026-12-01, commit 84e4055): with the table's PDL entries
+// (32-row CTAs, 4 tiles of 64 columns at M = 9-16) chained calls take 12.9-13.2 us at
+// M = 1-8 and 13.6-14.0 at M = 9-16; isolated 14.4-14.7 / 15.1-15.4 (cuBLAS 15.4-17.4).
 #pragma once
 
 #include <cooperative_groups.h>
