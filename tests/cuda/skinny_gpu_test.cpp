@@ -312,6 +312,34 @@ TEST(GpuSkinny, ProgrammaticDependentLaunchKeepsAChainExact) {
   }
 }
 
+// PDL launches plan from the table's PDL entries where there are some (on the H200: the
+// Kimi latent shape, 32-row CTAs with four 64-column tiles at M = 9-16): every M against
+// the fp64 reference, poisoned rows past M untouched, two chained calls bit-identical.
+TEST(GpuSkinny, PdlPlansOfTheKimiShapeMatchFp64AndRepeatBitForBit) {
+  KBIT_SKIP_WITHOUT_GPU();
+  KimiM16 kimi;
+  const int64_t n = kimi.n, k = kimi.k;
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  Buffer second = Buffer::allocate(Memory::device, kimi.cd.size());
+  for (int64_t m = 1; m <= 16; ++m) {
+    SkinnyOptions o;
+    o.pdl = true;
+    const std::string what = "M=" + std::to_string(m) + " " + plan_skinny(m, n, k, o).describe();
+    ASSERT_EQ(cudaMemset(kimi.cd.data(), 0xff, kimi.cd.size()), cudaSuccess);
+    ASSERT_EQ(cudaMemset(second.data(), 0xff, second.size()), cudaSuccess);
+    const TensorView av{kimi.ad.data(), DType::bf16, m, k}, wv{kimi.wd.data(), DType::bf16, n, k};
+    ASSERT_NO_THROW(skinny_gemm(av, wv, MutableTensorView{kimi.cd.data(), DType::bf16, m, n}, s, o)) << what;
+    ASSERT_NO_THROW(skinny_gemm(av, wv, MutableTensorView{second.data(), DType::bf16, m, n}, s, o)) << what;
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+    const auto got = download16(kimi.cd.data(), size_t(16 * n)), again = download16(second.data(), size_t(16 * n));
+    EXPECT_LE(relative_error(DType::bf16, got, kimi.ref, m * n), tolerance(DType::bf16)) << what;
+    EXPECT_EQ(got, again) << what;
+    if (m < 16) EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
+  }
+  cudaStreamDestroy(s);
+}
+
 // The async loader's early tile refill, which PDL launches take for one wave of at least
 // two CTAs per SM without a cluster (N = 5120: 320 row groups; launch_skinny_stream_nt):
 // a chain of PDL calls gives the plain launches' bits, with one and two token tiles and
