@@ -788,8 +788,7 @@ void launch_fused_instance(const FusedArgs& a, cudaStream_t stream) {
   // PDL with the trigger at entry: room for the grid's even share of CTAs per SM only
   // (even_share_carveout), so that the next call's early CTAs cannot pile up on some SMs.
   const auto kernel = fused_linear_kernel<KB, T, NT, WARPS, ITEMS>;
-  static const bool full_room = std::getenv("KBIT_FUSED_PDL_FULL_ROOM") != nullptr;  // A/B switch
-  const int carveout = a.pdl && fused_trigger_at_entry(ITEMS, WARPS, KB) && !full_room
+  const int carveout = a.pdl && fused_trigger_at_entry(ITEMS, WARPS, KB)
                            ? even_share_carveout(kernel, grid.x, WARPS * 32, smem, "fused linear: occupancy")
                            : -1;
   launch_maybe_pdl(kernel, grid, dim3(WARPS * 32), smem, stream, a.pdl, carveout, "fused linear kernel launch", a);

@@ -590,23 +590,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
 }
 
-// KBIT_GEMV_GLOBAL_PIECES=1: every split stripe meets in the workspace, as before the
-// shared-memory meeting (for A/B runs of the two in one binary).
-inline bool gemv_global_pieces_forced() {
-  static const bool forced = [] {
-    const char* v = std::getenv("KBIT_GEMV_GLOBAL_PIECES");
-    return v && *v && *v != '0';
-  }();
-  return forced;
-}
-
 template <int KB, typename T, int M, bool GROUPED>
 void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launch, int64_t ctas, cudaStream_t stream) {
   auto kernel = gemv_kernel<KB, T, M, GROUPED>;
   const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
   launch.tile_table_off = int(map.tile_table);
-  launch.local_off = gemv_global_pieces_forced() ? -1 : int(map.local);
+  launch.local_off = int(map.local);
   launch_maybe_pdl(kernel, grid, block, size_t(map.total), stream, a.pdl, "gemv kernel launch", a, launch);
   check_launch("gemv kernel");
 }

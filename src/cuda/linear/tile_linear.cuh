@@ -643,16 +643,6 @@ auto with_dtype(DType t, F&& f) {
   return f.template operator()<__nv_bfloat16>();
 }
 
-// KBIT_TILE_NO_TAIL_SPLIT=1: the 256-token kernel runs every tile whole, as before the
-// split tail (for A/B runs of the two in one binary).
-inline bool tile_tail_split_disabled() {
-  static const bool disabled = [] {
-    const char* v = std::getenv("KBIT_TILE_NO_TAIL_SPLIT");
-    return v && *v && *v != '0';
-  }();
-  return disabled;
-}
-
 template <int KB>
 void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stream) {
   FusedArgs a = a_in;
@@ -688,7 +678,7 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
       const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
       KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
       TileArgs ta{};
-      const bool split_tail = a.tile_partials && !grouped && !tile_tail_split_disabled();
+      const bool split_tail = a.tile_partials && !grouped;
       ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? a.tile_partial_slots : 0);
       const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
       ta.f = a;
