@@ -238,17 +238,20 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       }
       rows.push_back(row);
     }
-    // Each candidate runs as a plain launch and, with --pdl, chained with PDL; selected
-    // mode takes the plan of each launch kind (the table may hold a PDL entry).
-    std::vector<detail::LinearConfig> configs;
-    std::vector<detail::LinearConfig> pdl_configs;  // selected mode: the PDL plan, if it differs
+    // Each candidate runs as a plain launch and, with --pdl, chained with PDL: a shape per
+    // launch kind (the same in sweep mode; selected mode plans each kind, since the table
+    // may hold a PDL entry).
+    struct Candidate {
+      detail::LinearConfig plain, chained;
+    };
+    std::vector<Candidate> candidates;
     if (o.mode == "sweep") {
       const SkinnyLoader only = parse_skinny_loader(o.loader);
       std::vector<detail::LinearConfig> all;
       for (const auto& c : skinny_sweep_candidates(m))
         if (only == SkinnyLoader::automatic || c.loader == only) all.push_back(c);
       for (size_t i = 0; i < all.size(); ++i)
-        if (int(i % size_t(o.shards)) == o.shard) configs.push_back(all[i]);
+        if (int(i % size_t(o.shards)) == o.shard) candidates.push_back({all[i], all[i]});
     } else {
       SkinnyOptions fixed;  // baseline: one fixed shape, no cluster split
       if (o.mode == "baseline") fixed.loader = SkinnyLoader::tma, fixed.warps = 4, fixed.stripes = 2, fixed.stages = 4, fixed.kslice = 256, fixed.splits = 1;
@@ -263,13 +266,12 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
         c.splits = p.splits;
         return c;
       };
-      configs.push_back(config_of(false));
-      if (o.pdl) pdl_configs.push_back(config_of(true));
+      candidates.push_back({config_of(false), config_of(true)});
     }
-    for (size_t ci = 0; ci < configs.size(); ++ci)
+    for (const Candidate& candidate : candidates)
       for (const bool pdl : {false, true}) {
         if (pdl && !o.pdl) continue;
-        detail::LinearConfig c = pdl && ci < pdl_configs.size() ? pdl_configs[ci] : configs[ci];
+        detail::LinearConfig c = pdl ? candidate.chained : candidate.plain;
         c.pdl = pdl;
         SkinnyBenchRow row = base_row(pdl ? "kbit_skinny_pdl" : "kbit_skinny");
         c.device = dev.name, c.n = n, c.k = k, c.m = m;

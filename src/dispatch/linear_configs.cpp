@@ -60,20 +60,21 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
 }
 
 const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
-                                       int64_t n, int64_t k, int64_t m, bool pdl) {
+                                       int64_t n, int64_t k, int64_t m, bool pdl, const LinearConfigFilter& applies) {
   auto find = [&](bool pdl_entries) {
     const LinearConfig* best = nullptr;
     for (const auto& c : table)
       if (c.pdl == pdl_entries && c.device == device && c.bits == bits && c.n == n && c.k == k && c.m >= m &&
           2 * m > c.m && (!best || c.m < best->m))
         best = &c;
-    return best;
+    return best && (!applies || applies(*best)) ? best : nullptr;
   };
   const LinearConfig* tuned_for_pdl = pdl ? find(true) : nullptr;
   return tuned_for_pdl ? tuned_for_pdl : find(false);
 }
 
-const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl) {
+const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl,
+                                       const LinearConfigFilter& applies) {
   static const std::vector<LinearConfig> table = parse_linear_configs(generated::kLinearConfigsJson);
   static const std::string device = [] {
     int dev = 0;
@@ -85,7 +86,7 @@ const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m
     return std::string(p.name);
   }();
   if (device.empty()) return nullptr;
-  return find_linear_config(table, device, bits, n, k, m, pdl);
+  return find_linear_config(table, device, bits, n, k, m, pdl, applies);
 }
 
 }  // namespace kbit::detail

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,9 +68,14 @@ struct LinearConfig {
 std::vector<LinearConfig> parse_linear_configs(const std::string& json_text);
 std::string linear_configs_to_json(const std::vector<LinearConfig>& entries);
 
-// The compiled-in entry for the current GPU, or null.
-const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl = false);
+// The compiled-in entry for the current GPU, or null. `applies` (if set) rejects entries the
+// caller cannot use (skinny: one tuned for another token-tile count); a PDL request falls
+// back to the plain entries when no PDL entry applies.
+using LinearConfigFilter = std::function<bool(const LinearConfig&)>;
+const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl = false,
+                                       const LinearConfigFilter& applies = {});
 const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
-                                       int64_t n, int64_t k, int64_t m, bool pdl = false);
+                                       int64_t n, int64_t k, int64_t m, bool pdl = false,
+                                       const LinearConfigFilter& applies = {});
 
 }  // namespace kbit::detail

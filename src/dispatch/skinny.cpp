@@ -49,11 +49,12 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   p.n_tiles = tiles_for(m);
   const bool forced =
       o.loader != SkinnyLoader::automatic || o.warps || o.stripes || o.stages || o.kslice || o.splits;
-  // An entry tuned for another token-tile count does not apply; a PDL request whose PDL
-  // entry is such one falls back to the plain entries.
-  auto usable = [&](const detail::LinearConfig* e) { return e && e->n_tiles == p.n_tiles ? e : nullptr; };
-  const detail::LinearConfig* c = forced ? nullptr : usable(detail::find_linear_config(kDense, n, k, m, o.pdl));
-  if (!forced && !c && o.pdl) c = usable(detail::find_linear_config(kDense, n, k, m, false));
+  // An entry tuned for another token-tile count does not apply (a PDL request then falls
+  // back to the plain entries).
+  const detail::LinearConfig* c =
+      forced ? nullptr
+             : detail::find_linear_config(kDense, n, k, m, o.pdl,
+                                          [&](const detail::LinearConfig& e) { return e.n_tiles == p.n_tiles; });
   p.source = forced ? "forced" : c ? "table" : "heuristic";
   // Planning without a GPU (host tests) assumes the H200's 132 SMs.
   const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;

@@ -368,6 +368,17 @@ TEST(LinearConfigs, PdlEntriesServePdlRequestsFirstAndOnlyThem) {
   ASSERT_NE(fallback, nullptr);
   EXPECT_EQ(fallback->kslice, 128);
   EXPECT_FALSE(fallback->pdl);
+  // A PDL entry the caller cannot use (skinny: another token-tile count) falls back to the
+  // plain entry that it can.
+  const auto two_tiles_only = [](const detail::LinearConfig& e) { return e.n_tiles == 2; };
+  detail::LinearConfig chained_one_tile = chained;
+  chained_one_tile.n_tiles = 1;
+  const std::vector<detail::LinearConfig> mixed{plain, chained_one_tile};
+  const auto* usable = detail::find_linear_config(mixed, "GPU X", 16, 7168, 3584, 12, true, two_tiles_only);
+  ASSERT_NE(usable, nullptr);
+  EXPECT_FALSE(usable->pdl);
+  EXPECT_EQ(detail::find_linear_config(mixed, "GPU X", 16, 7168, 3584, 12, false, [](const auto&) { return false; }),
+            nullptr);
   // A tune merge replaces an entry of the same launch kind only.
   detail::LinearConfig retuned = chained;
   retuned.stages = 3;
