@@ -61,6 +61,28 @@ namespace kbit::cuda::detail {
 // refilled is the one read by the group two supertiles back (complete by then).
 constexpr int kTileXSlots = 4;
 
+// Block j (32 columns) of a stripe's supertile decoded and scaled as both tile kernels
+// write it to their A buffers: rows g and g + 8 of the stripe, columns 32j + 8c .. + 7, one
+// 16-byte row each. kTable: levels from the pair table (k >= 3) or k = 2's register pool,
+// else by warp shuffle.
+template <int KB, typename T, bool kTable>
+__device__ __forceinline__ void decode_scaled_block(const uint32_t (&w)[2 * KB], uint2 scales, int j, uint32_t lut_lane,
+                                                    uint32_t pool_lo, uint32_t pool_hi, uint32_t cb_lane, uint4& row_g,
+                                                    uint4& row_g8) {
+  const uint32_t s_lo = scale_pair<T>(scales.x, j), s_hi = scale_pair<T>(scales.y, j);
+  uint32_t a[2][4];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    if constexpr (KB == 2 || kTable) {
+      decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
+    } else {
+      decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
+    }
+  }
+  row_g = make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo), mul2<T>(a[1][0], s_lo), mul2<T>(a[1][2], s_lo));
+  row_g8 = make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi), mul2<T>(a[1][1], s_hi), mul2<T>(a[1][3], s_hi));
+}
+
 // The tile kernel's parameters: the fused kernel's, and x's TMA map (boxes of 64 columns x
 // the token tile, 128-byte swizzle) when x_tma.
 struct TileArgs {
@@ -156,6 +178,20 @@ __device__ __forceinline__ bool pair_stores_allowed(const FusedArgs& args) {
          (!args.residual || (aligned4(args.residual) && args.ldr % 2 == 0));
 }
 
+// Token tile `tile` of `tokens` rows: its first row, its end row and the weight stripe of
+// `stripe` (0: the first). Dense: tile * tokens, M, stripe; grouped (`grouped` =
+// FusedArgs::grouped_tiles, written by launch_grouped_tile_table): the table's entry and the
+// expert's stripe in stacked W.
+__device__ __forceinline__ void token_tile_rows(const FusedArgs& args, const int4* grouped, int tile, int tokens,
+                                                int stripe, int& m0, int& m_end, int64_t& w_stripe) {
+  if (grouped) {
+    const int4 t = grouped[1 + tile];
+    m0 = t.y, m_end = t.z, w_stripe = int64_t(t.x) * args.stripes + stripe;
+  } else {
+    m0 = tile * tokens, m_end = args.M, w_stripe = stripe;
+  }
+}
+
 template <int KB, typename T, int NT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid_constant__ TileArgs targs) {
   static_assert(WARPS == 4 || WARPS == 8, "tile items: one or two warpgroups");
@@ -212,7 +248,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   // A/B in two runs: glm47 q M = 128 k = 4 49.9 -> 46.8 us). Not at 64 tokens: there the
   // branch cost the split items (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it
   // gained q (39.8 -> 38.8).
-  const bool pair_stores = NT == 16 && args.splits == 1 && pair_stores_allowed(args);
+  constexpr bool kPairStores = NT == 16;
+  const bool pair_stores = args.splits == 1 && pair_stores_allowed(args);
   uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
 
   for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
@@ -220,12 +257,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     int stripe = unit * WARPS + warp;
     const bool stores = stripe < args.stripes;  // a warp past the last stripe streams it again, stores nothing
     stripe = min(stripe, args.stripes - 1);
-    int m0 = (item / (units * args.splits)) * kTokens, m_end = args.M;
-    int64_t w_stripe = stripe;  // in the stacked experts' rows when grouped
-    if (grouped) {
-      const int4 tile = grouped[1 + item / units];
-      m0 = tile.y, m_end = tile.z, w_stripe = int64_t(tile.x) * args.stripes + stripe;
-    }
+    int m0, m_end;
+    int64_t w_stripe;  // in the stacked experts' rows when grouped
+    token_tile_rows(args, grouped, item / (units * args.splits), kTokens, stripe, m0, m_end, w_stripe);
     const int st_begin = split * args.supertiles_per_split;
     const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
     const int st_last = st_end - 1;
@@ -281,22 +315,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
           for (int jb = 0; jb < 2; ++jb) {
-            const int j = 2 * h + jb;
-            const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
-            uint32_t a[2][4];
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-              if constexpr (KB == 2 || kTable) {
-                decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
-              } else {
-                decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
-              }
-            }
+            uint4 row_g, row_g8;
+            decode_scaled_block<KB, T, kTable>(w, cur.scales, 2 * h + jb, lut_lane, pool_lo, pool_hi, cb_lane, row_g,
+                                               row_g8);
             const uint32_t at = a_buf + uint32_t(h) * kAHalfBytes;
-            sts128(at + sw128_offset(a_row, 4 * jb + c),
-                   make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo), mul2<T>(a[1][0], s_lo), mul2<T>(a[1][2], s_lo)));
-            sts128(at + sw128_offset(a_row + 8, 4 * jb + c),
-                   make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi), mul2<T>(a[1][1], s_hi), mul2<T>(a[1][3], s_hi)));
+            sts128(at + sw128_offset(a_row, 4 * jb + c), row_g);
+            sts128(at + sw128_offset(a_row + 8, 4 * jb + c), row_g8);
           }
         }
         if (!x_tma) {  // x not 16-byte aligned: this supertile's activations by plain loads (rare: not unrolled)
@@ -328,7 +352,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     }
     wgmma_wait_ss<0, NT>(acc);
     if (!stores) continue;  // (the next item starts with a barrier every warp reaches)
-    if constexpr (NT == 16) {
+    if constexpr (kPairStores) {
       if (pair_stores && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
         store_full_tile<T, NT>(args, acc, stripe, m0, ts);
         continue;
@@ -446,15 +470,6 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   const int4* grouped = args.grouped_tiles;
   if (grouped) asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const int work = grouped ? min(targs.ws.work(), grouped[0].x * units) : targs.ws.work();
-  // Token tile `tile / units`: its first row, end row and first stripe of W's rows.
-  auto tile_rows = [&](int tile, int& m0, int& m_end, int64_t& w_stripe0) {
-    if (grouped) {
-      const int4 t = grouped[1 + tile / units];
-      m0 = t.y, m_end = t.z, w_stripe0 = int64_t(t.x) * args.stripes;
-    } else {
-      m0 = (tile / units) * kTokens, m_end = args.M, w_stripe0 = 0;
-    }
-  };
 
   if (wg == 0) {  // decode warps
     uint32_t pool_lo = 0, pool_hi = 0;
@@ -467,7 +482,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       const int unit = wu.tile % units, nst = wu.st_count;
       int m0, m_end;
       int64_t w_stripe0;
-      tile_rows(wu.tile, m0, m_end, w_stripe0);
+      token_tile_rows(args, grouped, wu.tile / units, kTokens, 0, m0, m_end, w_stripe0);
       const int s0 = min(unit * kStripes + wl, args.stripes - 1), s1 = min(unit * kStripes + wl + 4, args.stripes - 1);
       const int st_last = nst - 1;
       const int64_t st0_off = (w_stripe0 + s0) * args.supertiles + wu.st_begin,
@@ -495,17 +510,9 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
 #pragma unroll
           for (int u = 0; u < KB; ++u) w[2 * u] = cs.w[u].x, w[2 * u + 1] = cs.w[u].y;
 #pragma unroll
-          for (int jb = 0; jb < 2; ++jb) {
-            const int j = 2 * h + jb;
-            const uint32_t s_lo = scale_pair<T>(cs.scales.x, j), s_hi = scale_pair<T>(cs.scales.y, j);
-            uint32_t a[2][4];
-#pragma unroll
-            for (int s = 0; s < 2; ++s) decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
-            v[which * 4 + jb * 2] = make_uint4(mul2<T>(a[0][0], s_lo), mul2<T>(a[0][2], s_lo), mul2<T>(a[1][0], s_lo),
-                                               mul2<T>(a[1][2], s_lo));
-            v[which * 4 + jb * 2 + 1] = make_uint4(mul2<T>(a[0][1], s_hi), mul2<T>(a[0][3], s_hi),
-                                                   mul2<T>(a[1][1], s_hi), mul2<T>(a[1][3], s_hi));
-          }
+          for (int jb = 0; jb < 2; ++jb)
+            decode_scaled_block<KB, T, true>(w, cs.scales, 2 * h + jb, lut_lane, pool_lo, pool_hi, 0u,
+                                             v[which * 4 + jb * 2], v[which * 4 + jb * 2 + 1]);
         }
       };
       decode_stage(st0[0], st1[0], 0);  // the item's first stage
@@ -562,7 +569,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       const int unit = wu.tile % units;
       int m0, m_end;
       int64_t w_stripe0;
-      tile_rows(wu.tile, m0, m_end, w_stripe0);
+      token_tile_rows(args, grouped, wu.tile / units, kTokens, 0, m0, m_end, w_stripe0);
       int stripe = unit * kStripes + 4 * (wg - 1) + wl;
       const bool stores = stripe < args.stripes;
       stripe = min(stripe, args.stripes - 1);
