@@ -9,6 +9,8 @@
 // unit orders: bench/results/h200-read-floor-gemv-pattern-33MB-17MB.txt (the order does not matter).
 // `READ_FLOOR_ASYNC_ONLY=1 ./read_floor` times the skinny stream kernel's async loader without
 // its MMAs, in several ring shapes: bench/results/h200-read-floor-async-ring-session28.txt.
+// `READ_FLOOR_PARTS=1 ./read_floor` adds the stream kernel's pieces to that ring one at a time
+// (parameters, A rows, epilogue): bench/results/h200-read-floor-ring-parts-session30.txt.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
@@ -248,6 +250,101 @@ __global__ void __launch_bounds__(WARPS * 32) read_async_ring(const char* __rest
   if (acc == 0x12345678) out[0] = acc;
 }
 
+// The async ring again, with one piece of the skinny stream kernel added at a time (thirtieth
+// session: where do its isolated calls' ~1.1 us over this ring go?). PARAMS: the addresses
+// come from a 400-byte __grid_constant__ struct whose fields sit past two 128-byte tensor-map
+// slots, as in SkinnyArgs. A_ROWS: each batch also copies A_ROWS rows of a small activation
+// buffer (L2-resident) into the tile with cp.async.ca, as the kernel's A in the ring. EPI: a
+// CTA barrier, a shared-memory reduction of the four warps' 16 x 8 floats and a 16 x 8 bf16
+// store, as reduce_and_store.
+struct RingArgs {
+  alignas(64) unsigned char maps[256];
+  const char* w;
+  int64_t ldw;
+  const char* x;
+  int64_t ldx;
+  unsigned short* y;
+  int M, N, K;
+  int stages, kslice;
+  unsigned* out;
+  unsigned char tail[64];
+};
+template <int WARPS, int BC, int STAGES, bool PARAMS, int A_ROWS, bool EPI>
+__global__ void __launch_bounds__(WARPS * 32) read_async_ring_parts(const __grid_constant__ RingArgs a,
+                                                                    const char* __restrict__ w_plain) {
+  constexpr int K = 3584, batches = K / BC, kRowBytes = BC * 2, kTileRows = 16 + A_ROWS, kTile = kTileRows * kRowBytes;
+  constexpr int kLoads = 16 * kRowBytes / 512;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned char* tile = smem + warp * STAGES * kTile;
+  const uint32_t ring = uint32_t(__cvta_generic_to_shared(tile));
+  const char* wsrc = PARAMS ? a.w : w_plain;
+  const int64_t ldw = PARAMS ? a.ldw * 2 : 7168;
+  const int row0 = blockIdx.x * 16;
+  const char* base = wsrc + size_t(row0) * ldw;
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  const int nb = PARAMS ? (a.K + BC - 1) / BC : batches;
+  const int mine = nb > warp ? (nb - warp + WARPS - 1) / WARPS : 0;
+  auto issue = [&](int i) {
+    const int col0 = (warp + i * WARPS) * BC;
+    const uint32_t dst = ring + uint32_t((i % STAGES) * kTile);
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int row = 4 * (l % 4) + (lane >> 3), col = 64 * (l / 4) + 8 * (lane & 7);
+      const int r = PARAMS ? min(row0 + row, a.N - 1) - row0 : row;
+      const char* src = base + size_t(r) * ldw + size_t(col0 + col) * 2;
+      asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + uint32_t(row * kRowBytes + col * 2)),
+                   "l"(src), "l"(policy) : "memory");
+    }
+    if constexpr (A_ROWS > 0) {
+      constexpr int chunks = A_ROWS * BC / 8;
+      for (int q = lane; q < chunks; q += 32) {
+        const int t = q / (BC / 8), cc = q % (BC / 8);
+        const char* src = a.x + size_t(t) * a.ldx * 2 + size_t(col0 + 8 * cc) * 2;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst + uint32_t((16 + t) * kRowBytes + cc * 16)), "l"(src)
+                     : "memory");
+      }
+    }
+  };
+  for (int i = 0; i + 1 < STAGES; ++i) {
+    if (i < mine) issue(i);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  unsigned acc = 0;
+  for (int i = 0; i < mine; ++i) {
+    if (i + STAGES - 1 < mine) issue(i + STAGES - 1);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
+    __syncwarp();
+    const unsigned char* t = tile + (i % STAGES) * kTile;
+#pragma unroll
+    for (int l = 0; l < kLoads + (A_ROWS * kRowBytes) / 512; ++l) {
+      const uint4 v = *reinterpret_cast<const uint4*>(t + (l * 32 + lane) * 16);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncwarp();
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  if constexpr (EPI) {
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(smem);
+    red[warp * 128 + (threadIdx.x & 31) * 4 + 0] = float(acc & 7);
+    red[warp * 128 + (threadIdx.x & 31) * 4 + 1] = float(acc & 3);
+    red[warp * 128 + (threadIdx.x & 31) * 4 + 2] = float(acc & 1);
+    red[warp * 128 + (threadIdx.x & 31) * 4 + 3] = 0.0f;
+    __syncthreads();
+    if (warp == 0) {
+      float v[4] = {0, 0, 0, 0};
+      for (int w2 = 0; w2 < WARPS; ++w2)
+        for (int e = 0; e < 4; ++e) v[e] += red[w2 * 128 + lane * 4 + e];
+      for (int e = 0; e < 4; ++e) a.y[size_t(row0 + lane / 2) * 8 + (lane % 2) * 4 + e] = (unsigned short)(v[e]);
+    }
+  } else {
+    if (acc == 0x12345678) a.out[0] = acc;
+  }
+}
+
 // Usage: read_floor [BYTES] (default: the Kimi-K3 latent projection, 51.4 MB; glm47 q's
 // packed bytes are 17.7 MB at k = 2 and 33.4 MB at k = 4). The row-shaped kernels need
 // the default size.
@@ -308,6 +405,47 @@ int main(int argc, char** argv) {
       read_async_ring<W, BC, ST><<<448, 32 * W, smem, s>>>(reinterpret_cast<const char*>(p), out);
     });
   };
+  if (std::getenv("READ_FLOOR_PARTS")) {  // READ_FLOOR_PARTS=1 ./read_floor: the skinny kernel's pieces
+    RingArgs ra{};
+    unsigned short* y; CK(cudaMalloc(&y, size_t(7168) * 8 * 2));
+    char* xa; CK(cudaMalloc(&xa, size_t(16) * 3584 * 2)); CK(cudaMemset(xa, 0, size_t(16) * 3584 * 2));
+    ra.ldw = 3584, ra.x = xa, ra.ldx = 3584, ra.y = y, ra.M = 1, ra.N = 7168, ra.K = 3584, ra.out = out;
+    auto parts = [&](auto warps, auto bc, auto stages, auto params, auto arows, auto epi, int carveout) {
+      constexpr int W = decltype(warps)::value, BC = decltype(bc)::value, ST = decltype(stages)::value;
+      constexpr bool P = decltype(params)::value != 0, E = decltype(epi)::value != 0;
+      constexpr int AR = decltype(arows)::value;
+      auto kern = read_async_ring_parts<W, BC, ST, P, AR, E>;
+      const int smem = W * ST * (16 + AR) * BC * 2;
+      CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      snprintf(name, 64, "parts %dw BC=%d st=%d P%d A%d E%d cv%s", W, BC, ST, int(P), AR, int(E), carveout == -2 ? "4cta" : "-");
+      return bench(name, [&](uint4* p) {
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(448), cfg.blockDim = dim3(32 * W), cfg.dynamicSmemBytes = size_t(smem), cfg.stream = s;
+        cudaLaunchAttribute at[1]{};
+        // -2: room for 4 CTAs and no more, as the skinny kernel's carveout_for (common.cuh)
+        const int cv = carveout == -2 ? int((4 * (size_t(smem) + 1024) * 100 + 228 * 1024 - 1) / (228 * 1024)) : carveout;
+        at[0].id = cudaLaunchAttributePreferredSharedMemoryCarveout, at[0].val.sharedMemCarveout = unsigned(cv);
+        cfg.attrs = at, cfg.numAttrs = cv >= 0 ? 1 : 0;
+        RingArgs r = ra;
+        r.w = reinterpret_cast<const char*>(p);
+        cudaLaunchKernelEx(&cfg, kern, r, reinterpret_cast<const char*>(p));
+      });
+    };
+    for (int rep = 0; rep < 2; ++rep) {
+      // the M = 1 plain plan: 4 warps, 64 columns, 3 stages (A: 8 rows of the tile, 1 used)
+      parts(IC(4), IC(64), IC(3), IC(0), IC(0), IC(0), -1);
+      parts(IC(4), IC(64), IC(3), IC(0), IC(0), IC(0), -2);
+      parts(IC(4), IC(64), IC(3), IC(1), IC(0), IC(0), -1);
+      parts(IC(4), IC(64), IC(3), IC(0), IC(8), IC(0), -1);
+      parts(IC(4), IC(64), IC(3), IC(0), IC(0), IC(1), -1);
+      parts(IC(4), IC(64), IC(3), IC(1), IC(8), IC(1), -2);
+      // the M = 1-8 PDL plan's shape (plain launch here): 128 columns, 2 stages
+      parts(IC(4), IC(128), IC(2), IC(0), IC(0), IC(0), -1);
+      parts(IC(4), IC(128), IC(2), IC(1), IC(8), IC(1), -2);
+    }
+    bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
+    return 0;
+  }
   if (std::getenv("READ_FLOOR_ASYNC_ONLY")) {  // READ_FLOOR_ASYNC_ONLY=1 ./read_floor
     for (int rep = 0; rep < 2; ++rep) {
       async_ring(IC(4), IC(128), IC(2));  // the Kimi M <= 8 shape
