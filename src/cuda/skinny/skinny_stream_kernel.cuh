@@ -55,6 +55,11 @@
 // Twenty-ninth session (H200, 2026-12-01, commit 84e4055): with the table's PDL entries
 // (32-row CTAs, 4 tiles of 64 columns at M = 9-16) chained calls take 12.9-13.2 us at
 // M = 1-8 and 13.6-14.0 at M = 9-16; isolated 14.4-14.7 / 15.1-15.4 (cuBLAS 15.4-17.4).
+// Thirtieth session (H200, 2026-12-01): the ring's tile index kept as a counter instead of
+// i % stages (a division sequence by the run-time ring length on every batch's path), A/B
+// in one session: isolated M = 1 / 8 / 9 / 16 14.36 / 14.41 / 15.03 / 15.29 -> 14.22 / 14.06 /
+// 14.36 / 14.76 us (cuBLAS addmm 17.2 / 17.1 / 15.1 / 15.1), chained with PDL 12.80 / 13.13 /
+// 13.59 / 13.87 -> 12.64 / 12.93 / 13.53 / 13.78.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -239,7 +244,9 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
   };
 
   if constexpr (LOADER == kLoadAsync) {
-    // Batch i goes to tile i % stages of the warp's ring as one copy group per thread:
+    // Batch i goes to tile i % stages of the warp's ring as one copy group per thread
+    // (the tile index is kept as a counter: a modulo by the run-time ring length compiles to
+    // a division sequence on the loop's path):
     // W's rows, then (16-byte aligned A) A's rows 0..min(M, 8 NT) - 1 at the same columns,
     // both swizzled alike. Waiting until stages - 1 groups are pending means batch i has
     // landed (for this thread's copies; __syncwarp shares them with the warp).
@@ -249,9 +256,9 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
     constexpr int kACopies = (8 * NT * kChunksPerRow + 31) / 32;  // per lane, at most
     const bool a_in_ring = a.x_vec != 0;
     const int a_rows = min(a.M, 8 * NT), a_chunks = a_in_ring ? a_rows * kChunksPerRow : 0;
-    auto issue_w = [&](int i) {
+    auto issue_w = [&](int i, int slot) {
       const int col0 = (b0 + warp + i * WARPS) * BC;
-      const uint32_t dst = ring + uint32_t((i % stages) * kTileBytes);
+      const uint32_t dst = ring + uint32_t(slot * kTileBytes);
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
         const int row = row_of(l), chunk = (col_of(l) / 8) ^ (4 * (row & 1));
@@ -259,9 +266,9 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
                  col0 + col_of(l) < a.K ? 16 : 0, policy);
       }
     };
-    auto issue_a = [&](int i) {
+    auto issue_a = [&](int i, int slot) {
       const int col0 = (b0 + warp + i * WARPS) * BC;
-      const uint32_t dst = ring + uint32_t((i % stages) * kTileBytes);
+      const uint32_t dst = ring + uint32_t(slot * kTileBytes);
 #pragma unroll
       for (int u = 0; u < kACopies; ++u) {
         const int q = lane + 32 * u;
@@ -288,15 +295,17 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
     // (i >= stages - kLag) is group i as in the loop below.
     constexpr int kLag = EARLY_REFILL ? 0 : 1;
     for (int i = 0; i + kLag < stages; ++i)
-      if (i < mine) issue_w(i);
+      if (i < mine) issue_w(i, i);
     if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
     for (int i = 0; i + kLag < stages; ++i)
-      if (i < mine) issue_a(i);
+      if (i < mine) issue_a(i, i);
     for (int i = 0; i + kLag < stages; ++i) cp_async_commit();
     if (kEarlyAddends && warp == 0) load_epilogue_addends<T, NT, R>(addends, a, row_base);
+    int cur = 0;  // i % stages: the tile of batch i
     for (int i = 0; i < mine; ++i) {
       if constexpr (!EARLY_REFILL) {  // batch i + stages - 1 into the tile batch i - 1 left
-        if (i + stages - 1 < mine) issue_w(i + stages - 1), issue_a(i + stages - 1);
+        const int freed = cur == 0 ? stages - 1 : cur - 1;
+        if (i + stages - 1 < mine) issue_w(i + stages - 1, freed), issue_a(i + stages - 1, freed);
         cp_async_commit();  // an empty group past the end keeps the count
       }
       uint4 xv[kSteps][NT];
@@ -305,16 +314,17 @@ __global__ void __launch_bounds__(WARPS * 32, 512 / (WARPS * 32)) skinny_stream_
       __syncwarp();
       if constexpr (kSkinnyProbeBuilt)
         if (i == 0) stamp(kSkinnyProbeFirstBatch);
-      const unsigned char* slot = tile + (i % stages) * kTileBytes;
+      const unsigned char* slot = tile + cur * kTileBytes;
       if (a_in_ring) read_x_tile(slot, xv);
       uint4 frag[R][2][kSteps];
       read_tile(slot, frag);
       __syncwarp();  // read before the tile is refilled
       if constexpr (EARLY_REFILL) {  // batch i is in registers: its tile takes batch i + stages
-        if (i + stages < mine) issue_w(i + stages), issue_a(i + stages);
+        if (i + stages < mine) issue_w(i + stages, cur), issue_a(i + stages, cur);
         cp_async_commit();
       }
       multiply(frag, xv);
+      cur = cur + 1 == stages ? 0 : cur + 1;
     }
     cp_async_wait_pending(0);
   } else {
