@@ -205,53 +205,9 @@ __global__ void __launch_bounds__(512) read_warp_ranges(const char* __restrict__
 // CTA i owns rows [16 i, 16 i + 16); warp w takes batches w, w + WARPS, ... of BC columns;
 // each batch goes by cp.async (16 bytes per lane, 4 rows x 128 bytes per instruction,
 // L2 evict-first) into the warp's ring of STAGES tiles, STAGES - 1 batches requested ahead;
-// the landed tile is read back from shared memory (16 bytes per lane per load).
-template <int WARPS, int BC, int STAGES>
-__global__ void __launch_bounds__(WARPS * 32) read_async_ring(const char* __restrict__ w, unsigned* out) {
-  constexpr int row_bytes = 7168, K = 3584, batches = K / BC, kRowBytes = BC * 2, kTile = 16 * kRowBytes;
-  constexpr int kLoads = kTile / 512;  // 16-byte copies per lane per batch
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  unsigned char* tile = smem + warp * STAGES * kTile;
-  const uint32_t ring = uint32_t(__cvta_generic_to_shared(tile));
-  const char* base = w + size_t(blockIdx.x) * 16 * row_bytes;
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  const int mine = batches > warp ? (batches - warp + WARPS - 1) / WARPS : 0;
-  auto issue = [&](int i) {
-    const int col0 = (warp + i * WARPS) * BC;
-    const uint32_t dst = ring + uint32_t((i % STAGES) * kTile);
-#pragma unroll
-    for (int l = 0; l < kLoads; ++l) {
-      const int row = 4 * (l % 4) + (lane >> 3), col = 64 * (l / 4) + 8 * (lane & 7);
-      const char* src = base + size_t(row) * row_bytes + size_t(col0 + col) * 2;
-      asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + uint32_t(row * kRowBytes + col * 2)),
-                   "l"(src), "l"(policy) : "memory");
-    }
-  };
-  for (int i = 0; i + 1 < STAGES; ++i) {
-    if (i < mine) issue(i);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
-  unsigned acc = 0;
-  for (int i = 0; i < mine; ++i) {
-    if (i + STAGES - 1 < mine) issue(i + STAGES - 1);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
-    __syncwarp();
-    const unsigned char* t = tile + (i % STAGES) * kTile;
-#pragma unroll
-    for (int l = 0; l < kLoads; ++l) {
-      const uint4 v = *reinterpret_cast<const uint4*>(t + (l * 32 + lane) * 16);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    __syncwarp();
-  }
-  if (acc == 0x12345678) out[0] = acc;
-}
-
-// The async ring again, with one piece of the skinny stream kernel added at a time (thirtieth
-// session: where do its isolated calls' ~1.1 us over this ring go?). PARAMS: the addresses
+// the landed tile is read back from shared memory (16 bytes per lane per load). The other
+// parameters add one piece of the stream kernel at a time (thirtieth session: where do its
+// isolated calls' ~1.1 us over this ring go?; all off: the plain ring). PARAMS: the addresses
 // come from a 400-byte __grid_constant__ struct whose fields sit past two 128-byte tensor-map
 // slots, as in SkinnyArgs. A_ROWS: each batch also copies A_ROWS rows of a small activation
 // buffer (L2-resident) into the tile with cp.async.ca, as the kernel's A in the ring. EPI: a
@@ -399,10 +355,13 @@ int main(int argc, char** argv) {
   auto async_ring = [&](auto warps, auto bc, auto stages) {
     constexpr int W = decltype(warps)::value, BC = decltype(bc)::value, ST = decltype(stages)::value;
     const int smem = W * ST * 16 * BC * 2;
-    CK(cudaFuncSetAttribute(read_async_ring<W, BC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    auto kern = read_async_ring_parts<W, BC, ST, false, 0, false>;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     snprintf(name, 64, "async ring %dw BC=%d stages=%d", W, BC, ST);
     return bench(name, [&](uint4* p) {
-      read_async_ring<W, BC, ST><<<448, 32 * W, smem, s>>>(reinterpret_cast<const char*>(p), out);
+      RingArgs ra{};
+      ra.out = out;
+      kern<<<448, 32 * W, smem, s>>>(ra, reinterpret_cast<const char*>(p));
     });
   };
   if (std::getenv("READ_FLOOR_PARTS")) {  // READ_FLOOR_PARTS=1 ./read_floor: the skinny kernel's pieces
