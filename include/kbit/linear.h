@@ -112,7 +112,9 @@ void linear(const TensorView& x, const QuantizedMatrix& w, const MutableTensorVi
             cudaStream_t stream, const LinearOptions& options = {});
 
 // The same for an unquantized 16-bit W[N, K] (x's dtype): kbit::skinny_gemm's kernel
-// for M <= kMaxSkinnyM (path automatic or fused_mma), cuBLASLt above (or with path
+// for M <= kSkinnyPreferredMaxM (16) with path automatic, and up to kMaxSkinnyM (32) where
+// cuBLASLt cannot run (no dequant_path scratch, strided operands) or with path
+// fused_mma; cuBLASLt above (or with path
 // dequant_cublas, which then needs a workspace created with dequant_path for
 // cuBLASLt's scratch). Bias, residual and pdl as above; n_tiles, splits and items
 // do not apply.

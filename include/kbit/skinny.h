@@ -26,6 +26,11 @@
 namespace kbit {
 
 inline constexpr int64_t kMaxSkinnyM = 32;
+// kbit::linear's automatic path on 16-bit weights takes the skinny kernel up to this M
+// and cuBLASLt above: at M = 24 and 32 the ring kernel ran at 0.52-0.81x of cuBLAS bf16
+// on every dense projection of shapes.json (H200, 2026-12-01), while up to M = 16 the
+// streaming kernel beat cuBLAS on all of them.
+inline constexpr int64_t kSkinnyPreferredMaxM = 16;
 
 // How the kernel gets W on chip (src/cuda/skinny: skinny_kernel.cuh for tma,
 // skinny_stream_kernel.cuh for the others). `automatic`: the tuned table or the heuristic.

@@ -12,7 +12,12 @@ void linear(const TensorView& x, const TensorView& w, const MutableTensorView& y
             cudaStream_t stream, const LinearOptions& o) {
   KBIT_REQUIRE(w.dtype == x.dtype, "linear: dense W is ", dtype_name(w.dtype), " but x is ", dtype_name(x.dtype));
   const int64_t m = x.rows, n = w.rows, k = w.cols;
-  const bool skinny = o.path == LinearPath::fused_mma || (o.path == LinearPath::automatic && m <= kMaxSkinnyM);
+  // cuBLASLt needs its scratch in the workspace and contiguous operands; at M = 17..32
+  // the skinny kernel (slower there) still serves the calls that cuBLASLt cannot.
+  const bool lt_ready = ws.impl().lt_workspace.size() > 0 && x.stride() == k && w.stride() == k &&
+                        y.stride() == n && (!o.residual.data || o.residual.stride() == n);
+  const bool automatic_skinny = m <= kSkinnyPreferredMaxM || (m <= kMaxSkinnyM && !lt_ready);
+  const bool skinny = o.path == LinearPath::fused_mma || (o.path == LinearPath::automatic && automatic_skinny);
   if (skinny) {
     SkinnyOptions so;
     so.residual = o.residual, so.bias = o.bias, so.pdl = o.pdl;

@@ -377,8 +377,8 @@ TEST(GpuSkinny, EarlyRefillUnderPdlKeepsAChainExact) {
     }
 }
 
-// kbit::linear on dense weights: the skinny kernel up to M = 32, cuBLASLt above
-// (passes on the H200, commit 691ca52).
+// kbit::linear on dense weights: the skinny kernel up to M = 16, cuBLASLt above; at
+// M = 17..32 the skinny kernel where the workspace has no cuBLASLt scratch.
 TEST(GpuLinearDense, SkinnyBelowAndCublasAboveMatchFp64) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 272, k = 520, max_m = 100;
@@ -387,7 +387,7 @@ TEST(GpuLinearDense, SkinnyBelowAndCublasAboveMatchFp64) {
   const auto ref = reference(a, w, &r, max_m);
   Buffer wd = upload(w), ad = upload(a), rd = upload(r), cd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
   LinearWorkspace ws({max_m, n, k, true});
-  for (int64_t m : {1, 16, 32, 33, 100}) {
+  for (int64_t m : {1, 16, 17, 32, 33, 100}) {
     ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
     LinearOptions o;
     o.residual = TensorView{rd.data(), DType::bf16, m, n};
@@ -400,6 +400,18 @@ TEST(GpuLinearDense, SkinnyBelowAndCublasAboveMatchFp64) {
     if (m < max_m) EXPECT_EQ(got[size_t(m * n)], 0xffff) << "M=" << m << ": wrote past M";
   }
   LinearWorkspace no_lt({max_m, n, k, false});
+  for (int64_t m : {17, 32}) {
+    ASSERT_EQ(cudaMemset(cd.data(), 0xff, cd.size()), cudaSuccess);
+    LinearOptions o;
+    o.residual = TensorView{rd.data(), DType::bf16, m, n};
+    ASSERT_NO_THROW(linear(TensorView{ad.data(), DType::bf16, m, k}, TensorView{wd.data(), DType::bf16, n, k},
+                           MutableTensorView{cd.data(), DType::bf16, m, n}, no_lt, nullptr, o))
+        << "M=" << m << " without cuBLASLt scratch";
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got = download16(cd.data(), size_t(max_m * n));
+    EXPECT_LE(relative_error(DType::bf16, got, ref, m * n), 1e-2) << "M=" << m << " without cuBLASLt scratch";
+    EXPECT_EQ(got[size_t(m * n)], 0xffff) << "M=" << m << ": wrote past M";
+  }
   test::expect_error([&] {
     linear(TensorView{ad.data(), DType::bf16, 64, k}, TensorView{wd.data(), DType::bf16, n, k},
            MutableTensorView{cd.data(), DType::bf16, 64, n}, no_lt, nullptr);

@@ -2,6 +2,8 @@
 // fp32 accumulation, for decode-sized M (1..32). The ring kernel (loader tma) of
 // kbit::skinny_gemm: the default above M = 16; up to 16 the streaming kernel
 // (skinny_stream_kernel.cuh) is faster (15.1 against 17.1 us at M = 1, ninth session).
+// kbit::linear takes cuBLASLt above M = 16 instead: this kernel runs at 0.52-0.81x of
+// cuBLAS bf16 at M = 24 and 32 on every dense projection (thirty-first session).
 //
 // Computes C^T = W A^T with mma.sync.m16n8k16: 16 rows of W are the A operand, 8
 // tokens the B operand. A CTA owns 16 * R rows (R stripes) over its K range. Lane 0 of
@@ -26,6 +28,10 @@
 // tuned shapes): M = 1 17.1 us (3.0 TB/s; cuBLAS addmm 16.9), M = 8 18.1 us, M = 16
 // 20.0 us (cuBLAS 15.3); the register-loading kernel it replaced (b8e9663): 17.1, 18.7,
 // 24.6 us. A plain read of the same 51.4 MB takes 12.5-13 us: see BENCHMARKS.md.
+// With the ring slot, phase and box index as counters / shifts instead of divisions by
+// run-time values (H200, 2026-12-01, A/B in one session): w=4,r=2,p=3,c=256 M = 1 / 8 / 16
+// 17.49 / 18.34 / 20.66 -> 16.73 / 17.91 / 19.63 us, M = 17 / 24 / 32 26.77 / 27.48 / 28.65
+// -> 22.96 / 23.71 / 24.98 (cuBLAS addmm 15.5-15.9).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -63,6 +69,9 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, c = lane & 3;
   const int stages = a.stages, kslice = a.kslice, box = box_columns(kslice);
+  // 32-column steps per box as a shift (boxes are 128 or 256 columns): (32 * j) / box by a
+  // run-time box would be a division per step.
+  const int box_step_shift = 31 - __clz(box >> 5);
   // Slot: W's boxes [kslice / box][kRows][box], then A's [kslice / box][M][box].
   const uint32_t slot = slot_bytes(kRows, a.M, kslice), box_row = uint32_t(box) * 2;
   const uint32_t w_box_bytes = uint32_t(kRows) * box_row, x_box_bytes = uint32_t(a.M) * box_row;
@@ -90,40 +99,43 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
 
   if (warp == WARPS) {
     // Producer warp: slice s goes to slot s % stages once the consumers have released
-    // the slice that held it before. Lane 0 issues the copies.
+    // the slice that held it before. Lane 0 issues the copies. The slot and its phase are
+    // counters: s % stages by the run-time ring length would be a division per slice.
     auto cols_of = [&](int s) { return min(kslice, k1 - (k0 + s * kslice)); };
-    auto boxes_of = [&](int s) { return (cols_of(s) + box - 1) / box; };
-    auto slot_of = [&](int s) { return ring + size_t(s % stages) * slot; };
-    auto issue_w = [&](int s) {
+    auto boxes_of = [&](int s) { return (cols_of(s) + box - 1) >> (box_step_shift + 5); };
+    auto issue_w = [&](int s, int sl) {
       if (lane != 0) return;
       const uint64_t policy = l2_evict_first_policy();
-      const uint32_t dst = shared_address(slot_of(s));
+      const uint32_t dst = shared_address(ring + size_t(sl) * slot);
       for (int b = 0; b < boxes_of(s); ++b)
-        tensor_copy_2d(dst + uint32_t(b) * w_box_bytes, &a.w_map, k0 + s * kslice + b * box, row_base,
-                       full(s % stages), policy);
+        tensor_copy_2d(dst + uint32_t(b) * w_box_bytes, &a.w_map, k0 + s * kslice + b * box, row_base, full(sl),
+                       policy);
     };
-    auto issue_x = [&](int s) {
+    auto issue_x = [&](int s, int sl) {
       if (lane != 0) return;
-      const uint32_t dst = shared_address(slot_of(s)) + x_region;
+      const uint32_t dst = shared_address(ring + size_t(sl) * slot) + x_region;
       for (int b = 0; b < boxes_of(s); ++b)
-        tensor_copy_2d(dst + uint32_t(b) * x_box_bytes, &a.x_map, k0 + s * kslice + b * box, 0, full(s % stages));
+        tensor_copy_2d(dst + uint32_t(b) * x_box_bytes, &a.x_map, k0 + s * kslice + b * box, 0, full(sl));
     };
     // A's rows not 16-byte aligned (no TMA map): the consumers read A from global memory.
-    auto arm = [&](int s) {
+    auto arm = [&](int s, int sl) {
       if (lane == 0)
-        mbarrier_arrive_expect_tx(full(s % stages),
-                                  uint32_t(boxes_of(s)) * (w_box_bytes + (a.x_vec ? x_box_bytes : 0u)));
+        mbarrier_arrive_expect_tx(full(sl), uint32_t(boxes_of(s)) * (w_box_bytes + (a.x_vec ? x_box_bytes : 0u)));
       __syncwarp();
     };
     const int first = min(stages, slices);
-    for (int s = 0; s < first; ++s) arm(s), issue_w(s);  // weights do not depend on the previous kernel
+    for (int s = 0; s < first; ++s) arm(s, s), issue_w(s, s);  // weights do not depend on the previous kernel
     if (a.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
     if (a.x_vec)
-      for (int s = 0; s < first; ++s) issue_x(s);
+      for (int s = 0; s < first; ++s) issue_x(s, s);
+    // Slice s >= stages reuses slot s % stages after its (s / stages)-th release.
+    int sl = 0;
+    uint32_t released_phase = 0;
     for (int s = first; s < slices; ++s) {
-      mbarrier_wait(empty(s % stages), uint32_t(s / stages - 1) & 1u);
-      arm(s), issue_w(s);
-      if (a.x_vec) issue_x(s);
+      mbarrier_wait(empty(sl), released_phase);
+      arm(s, sl), issue_w(s, sl);
+      if (a.x_vec) issue_x(s, sl);
+      if (++sl == stages) sl = 0, released_phase ^= 1u;
     }
   }
 
@@ -137,9 +149,10 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
   if (warp < WARPS) {
     const uint16_t* xbase = static_cast<const uint16_t*>(a.x);
     if (a.pdl && !a.x_vec) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // A straight from global memory
+    int sl = 0;  // slot s % stages and its fill phase (s / stages) & 1, kept as counters
+    uint32_t filled_phase = 0;
     for (int s = 0; s < slices; ++s) {
-      const int sl = s % stages;
-      mbarrier_wait(full(sl), uint32_t(s / stages) & 1u);
+      mbarrier_wait(full(sl), filled_phase);
       const int cols = min(kslice, k1 - (k0 + s * kslice)), steps = (cols + 31) / 32;
       const unsigned char* base = ring + size_t(sl) * slot;
       // mma.sync needs the whole warp: the step test is warp-uniform; lanes past K
@@ -147,7 +160,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
       const int slice_col = k0 + s * kslice;
 #pragma unroll 1
       for (int j = warp; j < steps; j += WARPS) {
-        const int cc = 32 * j + 8 * c, b = (32 * j) / box;
+        const int cc = 32 * j + 8 * c, b = j >> box_step_shift;
         const bool ok = cc < cols;
         const uint32_t in_box = uint32_t(cc - b * box) * 2;
         const unsigned char* wb = base + uint32_t(b) * w_box_bytes + in_box;
@@ -177,6 +190,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 1) skinny_kernel(const __gri
       }
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty(sl));
+      if (++sl == stages) sl = 0, filled_phase ^= 1u;
     }
     if constexpr (kTwoChains) {
 #pragma unroll
