@@ -5,6 +5,7 @@
 # moe_bench2, test:FILTER, memcheck:/racecheck:/synccheck:FILTER, ncu:KERNEL_REGEX,
 # cmd (KBIT_CMD: any command, e.g. several `build-dev/kbit bench gemv-probe` runs),
 # ab (KBIT_AB_TARGET, KBIT_AB_OLD, KBIT_AB_CMD, KBIT_AB_ROUNDS: A/B of source files),
+# abn (KBIT_ABN_DIRS, KBIT_AB_CMD, KBIT_AB_ROUNDS: several whole-file variants, scripts/ab_variants.sh),
 # tune (KBIT_TUNE_ARGS, e.g. "--model glm47 --m 1,16 --bits 4": kbit tune merged into a
 # copy of data/linear_configs.json under $OUT; copy it back into data/ to compile it in).
 set -uo pipefail
@@ -85,6 +86,12 @@ for step in ${KBIT_STEPS:-}; do
       # Restore the tree's files (KBIT_AB_RESTORE=0 skips the rebuild when ab is the last step).
       ab_use new; [ "${KBIT_AB_RESTORE:-1}" = 1 ] && ninja -C build-dev kbit > /dev/null 2>&1
       cat "$OUT/ab.txt" ;;
+    abn) # A/B/n of whole-file variants (scripts/ab_variants.sh): the tree, then each folder of
+         # KBIT_ABN_DIRS in turn, KBIT_AB_CMD after each build, KBIT_AB_ROUNDS rounds.
+      echo "== A/B/n: base ${KBIT_ABN_DIRS:-?}: ${KBIT_AB_CMD:-?}"
+      # shellcheck disable=SC2086  # a list of folders
+      scripts/ab_variants.sh "$OUT/abn.txt" ${KBIT_ABN_DIRS:-}
+      cat "$OUT/abn.txt" ;;
     cmd) echo "== $KBIT_CMD"; timeout "${KBIT_CMD_TIMEOUT:-120}" bash -c "$KBIT_CMD" > "$OUT/cmd.txt" 2>&1; echo "rc=$?"; cat "$OUT/cmd.txt" ;;
     memcheck:*) f=${step#memcheck:}; echo "== memcheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/memcheck.log" 2>&1
