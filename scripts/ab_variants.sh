@@ -10,7 +10,8 @@
 #   in place of the tree's are built (KBIT_AB_BUILD, default `ninja -C build-dev kbit`) and
 #   measured with KBIT_AB_CMD (under KBIT_AB_TIMEOUT seconds, default 120). The tree's files
 #   are put back after every variant (with a new mtime, so the next build sees them) and
-#   the base is rebuilt at the end. Everything printed goes to OUT_FILE.
+#   the base is rebuilt at the end (KBIT_AB_RESTORE=0: left to the next build, when this is
+#   the call's last step). Everything printed goes to OUT_FILE.
 # Keep the DIRs untracked and delete them before committing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,5 +42,5 @@ keep=$(mktemp -d)
     done
   done
 } > "$out"
-bash -c "$build" > /dev/null 2>&1 || echo "rebuilding the base failed" >> "$out"
+if [ "${KBIT_AB_RESTORE:-1}" = 1 ]; then bash -c "$build" > /dev/null 2>&1 || echo "rebuilding the base failed" >> "$out"; fi
 rm -rf "$keep"

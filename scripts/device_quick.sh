@@ -63,28 +63,18 @@ for step in ${KBIT_STEPS:-}; do
     synccheck:*) f=${step#synccheck:}; echo "== synccheck $f"
       timeout "${KBIT_SANITIZER_TIMEOUT:-100}" compute-sanitizer --tool synccheck --error-exitcode 9 build-dev/tests/kbit_gpu_tests --gtest_filter="$f" > "$OUT/synccheck.log" 2>&1
       echo "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/synccheck.log" | tail -1)" ;;
-    ab) # A/B of source files: the working tree's (new) against KBIT_AB_OLD (untracked copies
+    ab) # A/B of source files: the working tree's ("base") against KBIT_AB_OLD (untracked copies
         # placed in the tree before the call; KBIT_AB_TARGET and KBIT_AB_OLD are lists of the
         # same length, matched in order), KBIT_AB_CMD run after each build of the CLI,
-        # KBIT_AB_ROUNDS alternating rounds; the files are restored afterwards.
+        # KBIT_AB_ROUNDS alternating rounds: scripts/ab_variants.sh with one variant folder.
       echo "== A/B of ${KBIT_AB_TARGET:-?} against ${KBIT_AB_OLD:-?}: ${KBIT_AB_CMD:-?}"
       read -r -a ab_targets <<< "$KBIT_AB_TARGET"; read -r -a ab_olds <<< "$KBIT_AB_OLD"
       [ "${#ab_targets[@]}" = "${#ab_olds[@]}" ] || { echo "KBIT_AB_TARGET and KBIT_AB_OLD differ in length"; continue; }
-      for i in "${!ab_targets[@]}"; do cp "${ab_targets[$i]}" "/tmp/ab_new_$i"; done
-      ab_use() {  # new | old
-        for i in "${!ab_targets[@]}"; do
-          if [ "$1" = old ]; then cp "${ab_olds[$i]}" "${ab_targets[$i]}"; else cp "/tmp/ab_new_$i" "${ab_targets[$i]}"; fi
-        done
-      }
-      for r in $(seq "${KBIT_AB_ROUNDS:-1}"); do
-        for v in new old; do
-          ab_use $v
-          ninja -C build-dev kbit > /dev/null 2>&1 || { echo "build $v failed"; continue; }
-          echo "== $v (round $r)"; timeout "${KBIT_AB_TIMEOUT:-120}" bash -c "$KBIT_AB_CMD" 2>&1
-        done
-      done > "$OUT/ab.txt"
-      # Restore the tree's files (KBIT_AB_RESTORE=0 skips the rebuild when ab is the last step).
-      ab_use new; [ "${KBIT_AB_RESTORE:-1}" = 1 ] && ninja -C build-dev kbit > /dev/null 2>&1
+      old_dir=/tmp/kbit-ab-old; rm -rf "$old_dir"
+      for i in "${!ab_targets[@]}"; do
+        mkdir -p "$old_dir/$(dirname "${ab_targets[$i]}")" && cp "${ab_olds[$i]}" "$old_dir/${ab_targets[$i]}"
+      done
+      scripts/ab_variants.sh "$OUT/ab.txt" "$old_dir"
       cat "$OUT/ab.txt" ;;
     abn) # A/B/n of whole-file variants (scripts/ab_variants.sh): the tree, then each folder of
          # KBIT_ABN_DIRS in turn, KBIT_AB_CMD after each build, KBIT_AB_ROUNDS rounds.

@@ -14,8 +14,9 @@ void linear(const TensorView& x, const TensorView& w, const MutableTensorView& y
   const int64_t m = x.rows, n = w.rows, k = w.cols;
   // cuBLASLt needs its scratch in the workspace and contiguous operands; at M = 17..32
   // the skinny kernel (slower there) still serves the calls that cuBLASLt cannot.
-  const bool lt_ready = ws.impl().lt_workspace.size() > 0 && x.stride() == k && w.stride() == k &&
-                        y.stride() == n && (!o.residual.data || o.residual.stride() == n);
+  const bool contiguous =
+      x.stride() == k && w.stride() == k && y.stride() == n && (!o.residual.data || o.residual.stride() == n);
+  const bool lt_ready = ws.impl().lt_workspace.size() > 0 && contiguous;
   const bool automatic_skinny = m <= kSkinnyPreferredMaxM || (m <= kMaxSkinnyM && !lt_ready);
   const bool skinny = o.path == LinearPath::fused_mma || (o.path == LinearPath::automatic && automatic_skinny);
   if (skinny) {
@@ -30,8 +31,7 @@ void linear(const TensorView& x, const TensorView& w, const MutableTensorView& y
   KBIT_REQUIRE(x.cols == k && y.rows == m && y.cols == n && y.dtype == x.dtype, "linear: x [", x.rows, ", ", x.cols,
                "], W [", n, ", ", k, "] and y [", y.rows, ", ", y.cols, "] do not fit");
   detail::check_epilogue(o.residual, o.bias, m, n, x.dtype, "linear");
-  KBIT_REQUIRE(x.stride() == k && w.stride() == k && y.stride() == n && (!o.residual.data || o.residual.stride() == n),
-               "linear: the cuBLASLt path needs contiguous x, W, y and residual");
+  KBIT_REQUIRE(contiguous, "linear: the cuBLASLt path needs contiguous x, W, y and residual");
   detail::run_lt_gemm(ws, x, w.data, y, o.residual.data, o.bias, stream);
 }
 
