@@ -48,6 +48,12 @@
 // o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..16
 // (moe_dn T = 16, k = 4: 1% slower, one routing).
 // A CTA barrier at the end of the ranges instead (first warp sums) gained only on q (5%).
+// No weight loads past a warp's range (2026-12-02): the ring re-loaded the range's last unit
+// D times at its end (~6 MB of L2 reads per call over the grid); predicated off, glm47 M = 1
+// k = 2 1.4-2.8% faster (q 13.39 -> 13.08 us, shared_gu 24.25 -> 23.57), k = 4 0.1-1.3%,
+// 56 rows geomean 0.994 (A/B in one call, bench/results/h200-ab-gemv-no-reload-session32.txt).
+// Grouped calls keep the reloads: without them GLM-4.7 experts at T = 1, 4, 16 ran 1-3% slower
+// (h200-ab-gemv-no-reload-grouped-session32.txt).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -279,7 +285,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   if (active) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) load_stage(stages[d], min(u0 + d, u1 - 1));
+    for (int d = 0; d < D; ++d) {
+      if constexpr (GROUPED) {
+        load_stage(stages[d], min(u0 + d, u1 - 1));
+      } else if (u0 + d < u1) {
+        load_stage(stages[d], u0 + d);
+      }
+    }
   }
   stamp(kProbeLoadsIssued);
 
@@ -538,7 +550,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int d = 0; d <= D; ++d) {
       const int u = base + d;
       if (u >= u1) break;
-      load_stage(stages[(d + D) % (D + 1)], min(u + D, u1 - 1));
+      // Dense: no loads past the range's end. Grouped: the range's last unit again (that
+      // measured 1-3% faster there than no load; the reasons are not known).
+      if constexpr (GROUPED) {
+        load_stage(stages[(d + D) % (D + 1)], min(u + D, u1 - 1));
+      } else if (u + D < u1) {
+        load_stage(stages[(d + D) % (D + 1)], u + D);
+      }
       const StageT& cur = stages[d];
       uint32_t w[2 * KB];
 #pragma unroll
