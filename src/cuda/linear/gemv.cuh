@@ -48,6 +48,8 @@
 // o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..16
 // (moe_dn T = 16, k = 4: 1% slower, one routing).
 // A CTA barrier at the end of the ranges instead (first warp sums) gained only on q (5%).
+// Latest (H200, 2026-12-02, fb0ee2e; BENCHMARKS.md): glm47 q M = 1 k = 2 13.1-13.2 us,
+// k = 4 14.1; with PDL 12.3-12.4 and 12.8.
 // No weight loads past a warp's range (2026-12-02): the ring re-loaded the range's last unit
 // D times at its end (~6 MB of L2 reads per call over the grid); predicated off, glm47 M = 1
 // k = 2 1.4-2.8% faster (q 13.39 -> 13.08 us, shared_gu 24.25 -> 23.57), k = 4 0.1-1.3%,
@@ -267,9 +269,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int q = 0; q < KB; ++q) sg.w[q] = load_stream(p + q * 32);
     sg.scales = __ldg(scbase + int64_t(u) * 8);
   };
-  // Dense without PDL: x's first batch of chunks is requested before the weights, so that
-  // it does not queue behind the ~6 MB the grid's first weight stages request (the probe:
-  // x staged 3.1-4.3 us after entry). With PDL, x may not be written yet.
+  // Loads ahead of the unit being computed. Dense: nothing past the range's end. Grouped:
+  // the range's last unit again (that measured 1-3% faster there than no load; the reasons
+  // are not known).
+  auto load_ahead = [&](StageT& sg, int u) {
+    if constexpr (GROUPED) {
+      load_stage(sg, min(u, u1 - 1));
+    } else if (u < u1) {
+      load_stage(sg, u);
+    }
+  };
+  // Dense without PDL: x's first batch of chunks is requested before the weights. Its data
+  // still arrives ~3.1 us after entry, behind the grid's first ~6 MB of weight requests, hot
+  // or cold x alike (probe, 2026-12-02); issuing the weights later measured slower (4e73e85).
+  // With PDL, x may not be written yet.
   // (Two chunks, no SwiGLU half: few registers live across the weight requests; M = 1
   // up to K = 8192 is all of x.)
   constexpr int kXBatch = 4, kXEarly = 2;  // chunks of 8 columns per thread in flight
@@ -285,13 +298,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   if (active) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) {
-      if constexpr (GROUPED) {
-        load_stage(stages[d], min(u0 + d, u1 - 1));
-      } else if (u0 + d < u1) {
-        load_stage(stages[d], u0 + d);
-      }
-    }
+    for (int d = 0; d < D; ++d) load_ahead(stages[d], u0 + d);
   }
   stamp(kProbeLoadsIssued);
 
@@ -550,13 +557,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     for (int d = 0; d <= D; ++d) {
       const int u = base + d;
       if (u >= u1) break;
-      // Dense: no loads past the range's end. Grouped: the range's last unit again (that
-      // measured 1-3% faster there than no load; the reasons are not known).
-      if constexpr (GROUPED) {
-        load_stage(stages[(d + D) % (D + 1)], min(u + D, u1 - 1));
-      } else if (u + D < u1) {
-        load_stage(stages[(d + D) % (D + 1)], u + D);
-      }
+      load_ahead(stages[(d + D) % (D + 1)], u + D);
       const StageT& cur = stages[d];
       uint32_t w[2 * KB];
 #pragma unroll
