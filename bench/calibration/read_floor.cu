@@ -13,6 +13,8 @@
 // (parameters, A rows, epilogue): bench/results/h200-read-floor-ring-parts-session30.txt; both
 // modes of this version (the cv4cta rows): bench/results/h200-read-floor-and-dense-tests-session32.txt
 // (bare ring 12.95-13.1 us, all pieces 13.63, the real kernel 13.93 at M = 1 on that machine).
+// `READ_FLOOR_GEMV_GAP=1 ./read_floor BYTES` (thirty-third session, not run yet): the GEMV's ring
+// against batches of the same units (read_warp_batches) and grid-stride reads, side by side.
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
@@ -203,6 +205,42 @@ __global__ void __launch_bounds__(512) read_warp_ranges(const char* __restrict__
   if (acc == 0x12345678) out[0] = acc;
 }
 
+// The same units and orders as read_warp_ranges, but in batches (thirty-third session): a warp
+// requests U units, then consumes all U before requesting the next U, as the grid-stride
+// kernels do. Against the ring at the same bytes in flight it says whether the GEMV's rolling
+// refill (one unit requested per unit consumed) or its per-warp 1 KB units cost the 0.7 us
+// between the ring (9.8 us on 33.4 MB) and a grid-stride read with 16 warps per SM (9.1).
+// PLAIN: ld.global without .nc / L1::no_allocate.
+template <int U, int ORDER = kOwnRange, bool PLAIN = false>
+__global__ void __launch_bounds__(512) read_warp_batches(const char* __restrict__ p, int64_t units, unsigned* out) {
+  constexpr int kLoads = 1024 / 32 / 8;  // 8-byte loads per lane per 1 KB unit
+  const int lane = threadIdx.x % 32;
+  const int64_t wpc = blockDim.x / 32, warps = int64_t(gridDim.x) * wpc;
+  const int64_t wg = int64_t(blockIdx.x) * wpc + threadIdx.x / 32;
+  int64_t steps = (wg + 1) * units / warps - wg * units / warps, first = wg * units / warps, stride = 1;
+  if (ORDER == kGridInterleaved) steps = (units - wg + warps - 1) / warps, first = wg, stride = warps;
+  unsigned acc = 0;
+  for (int64_t i = 0; i < steps; i += U) {
+    uint2 v[U][kLoads];
+#pragma unroll
+    for (int b = 0; b < U; ++b) {
+      const uint2* q = reinterpret_cast<const uint2*>(p + (first + min(i + b, steps - 1) * stride) * 1024) + lane;
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        if constexpr (PLAIN)
+          asm volatile("ld.global.v2.u32 {%0,%1}, [%2];" : "=r"(v[b][j].x), "=r"(v[b][j].y) : "l"(q + 32 * j));
+        else
+          asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v[b][j].x), "=r"(v[b][j].y) : "l"(q + 32 * j));
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < U; ++b)
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) acc ^= v[b][j].x ^ v[b][j].y;
+  }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
 // The skinny GEMM stream kernel's async loader without its MMAs (twenty-eighth session):
 // CTA i owns rows [16 i, 16 i + 16); warp w takes batches w, w + WARPS, ... of BC columns;
 // each batch goes by cp.async (16 bytes per lane, 4 rows x 128 bytes per instruction,
@@ -366,6 +404,33 @@ int main(int argc, char** argv) {
       kern<<<448, 32 * W, smem, s>>>(ra, reinterpret_cast<const char*>(p));
     });
   };
+  if (std::getenv("READ_FLOOR_GEMV_GAP")) {  // READ_FLOOR_GEMV_GAP=1 ./read_floor 33400000
+    auto batches = [&](auto u, auto order, auto plain, int ctas_per_sm, int warps) {
+      constexpr int U = decltype(u)::value, O = decltype(order)::value;
+      constexpr bool P = decltype(plain)::value != 0;
+      snprintf(name, 64, "%s batches U=%d %s %dx%dw", O == kOwnRange ? "warp-range" : "grid-interleaved", U,
+               P ? "plain" : "nc", ctas_per_sm, warps);
+      bench(name, [&](uint4* p) {
+        read_warp_batches<U, O, P><<<sms * ctas_per_sm, 32 * warps, 0, s>>>(reinterpret_cast<const char*>(p), units, out);
+      });
+    };
+    for (int rep = 0; rep < 2; ++rep) {
+      ranges(IC(3), IC(8), 1, 16, IC(kOwnRange));  // the GEMV at k = 4
+      batches(IC(2), IC(kOwnRange), IC(0), 1, 16);  // 2 KB per warp in flight, as grid-stride U=4 x 264
+      batches(IC(3), IC(kOwnRange), IC(0), 1, 16);
+      batches(IC(4), IC(kOwnRange), IC(0), 1, 16);
+      batches(IC(2), IC(kGridInterleaved), IC(0), 1, 16);
+      batches(IC(3), IC(kGridInterleaved), IC(0), 1, 16);
+      batches(IC(3), IC(kOwnRange), IC(1), 1, 16);
+      batches(IC(2), IC(kOwnRange), IC(0), 2, 16);  // 32 warps per SM, as grid-stride U=4 x 528
+      for (int k : {2, 4}) {
+        snprintf(name, 64, "grid-stride U=4 grid=%d", sms * k);
+        bench(name, [&](uint4* p) { read_kernel<4><<<sms * k, 256, 0, s>>>(p, n, out); });
+      }
+    }
+    bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
+    return 0;
+  }
   if (std::getenv("READ_FLOOR_PARTS")) {  // READ_FLOOR_PARTS=1 ./read_floor: the skinny kernel's pieces
     RingArgs ra{};
     unsigned short* y; CK(cudaMalloc(&y, size_t(7168) * 8 * 2));
