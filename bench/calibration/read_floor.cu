@@ -156,26 +156,36 @@ __global__ void __launch_bounds__(256) read_tiles(const char* __restrict__ w, un
 // sweeps the buffer in address order); kCtaInterleaved: each CTA owns a contiguous range
 // and its warps take its units in turn (unit c0 + i * warps_per_cta + w).
 constexpr int kOwnRange = 0, kGridInterleaved = 1, kCtaInterleaved = 2;
+// A warp's steps [begin, end) in ORDER and the unit of each (read_warp_ranges, read_warp_batches).
+template <int ORDER>
+struct UnitWalk {
+  int64_t begin, end, first, stride;
+  __device__ explicit UnitWalk(int64_t units) {
+    const int64_t wpc = blockDim.x / 32, warps = int64_t(gridDim.x) * wpc;
+    const int64_t wg = int64_t(blockIdx.x) * wpc + threadIdx.x / 32;
+    begin = wg * units / warps, end = (wg + 1) * units / warps, first = begin, stride = 1;
+    if (ORDER == kGridInterleaved) {
+      begin = 0, end = (units - wg + warps - 1) / warps, first = wg, stride = warps;
+    } else if (ORDER == kCtaInterleaved) {
+      const int64_t c0 = blockIdx.x * units / gridDim.x, c1 = (blockIdx.x + 1) * units / gridDim.x;
+      const int64_t w = threadIdx.x / 32;
+      begin = 0, end = c1 - c0 > w ? (c1 - c0 - w + wpc - 1) / wpc : 0, first = c0 + w, stride = wpc;
+    }
+  }
+  // Own range: the steps are the units themselves.
+  __device__ int64_t unit(int64_t step) const { return ORDER == kOwnRange ? step : first + step * stride; }
+};
 template <int D, int WIDTH, int ORDER = kOwnRange>
 __global__ void __launch_bounds__(512) read_warp_ranges(const char* __restrict__ p, int64_t units, unsigned* out) {
   constexpr int kLoads = 1024 / 32 / WIDTH;  // per lane per 1 KB unit
   using Word = typename std::conditional<WIDTH == 8, uint2, uint4>::type;
   const int lane = threadIdx.x % 32;
-  const int64_t wpc = blockDim.x / 32, warps = int64_t(gridDim.x) * wpc;
-  const int64_t wg = int64_t(blockIdx.x) * wpc + threadIdx.x / 32;
-  int64_t u0 = wg * units / warps, u1 = (wg + 1) * units / warps;  // steps of this warp
-  int64_t first = u0, stride = 1;                                 // unit of step i: first + i * stride
-  if (ORDER == kGridInterleaved) {
-    u0 = 0, u1 = (units - wg + warps - 1) / warps, first = wg, stride = warps;
-  } else if (ORDER == kCtaInterleaved) {
-    const int64_t c0 = blockIdx.x * units / gridDim.x, c1 = (blockIdx.x + 1) * units / gridDim.x;
-    const int64_t w = threadIdx.x / 32;
-    u0 = 0, u1 = c1 - c0 > w ? (c1 - c0 - w + wpc - 1) / wpc : 0, first = c0 + w, stride = wpc;
-  }
+  const UnitWalk<ORDER> walk(units);
+  const int64_t u0 = walk.begin, u1 = walk.end;  // steps of this warp
   if (u0 >= u1) return;
   Word ring[D + 1][kLoads];
   auto load = [&](Word (&st)[kLoads], int64_t step) {
-    const int64_t u = ORDER == kOwnRange ? step : first + step * stride;
+    const int64_t u = walk.unit(step);
     const Word* q = reinterpret_cast<const Word*>(p + u * 1024) + lane;
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
@@ -215,16 +225,13 @@ template <int U, int ORDER = kOwnRange, bool PLAIN = false>
 __global__ void __launch_bounds__(512) read_warp_batches(const char* __restrict__ p, int64_t units, unsigned* out) {
   constexpr int kLoads = 1024 / 32 / 8;  // 8-byte loads per lane per 1 KB unit
   const int lane = threadIdx.x % 32;
-  const int64_t wpc = blockDim.x / 32, warps = int64_t(gridDim.x) * wpc;
-  const int64_t wg = int64_t(blockIdx.x) * wpc + threadIdx.x / 32;
-  int64_t steps = (wg + 1) * units / warps - wg * units / warps, first = wg * units / warps, stride = 1;
-  if (ORDER == kGridInterleaved) steps = (units - wg + warps - 1) / warps, first = wg, stride = warps;
+  const UnitWalk<ORDER> walk(units);
   unsigned acc = 0;
-  for (int64_t i = 0; i < steps; i += U) {
+  for (int64_t i = walk.begin; i < walk.end; i += U) {
     uint2 v[U][kLoads];
 #pragma unroll
     for (int b = 0; b < U; ++b) {
-      const uint2* q = reinterpret_cast<const uint2*>(p + (first + min(i + b, steps - 1) * stride) * 1024) + lane;
+      const uint2* q = reinterpret_cast<const uint2*>(p + walk.unit(min(i + b, walk.end - 1)) * 1024) + lane;
 #pragma unroll
       for (int j = 0; j < kLoads; ++j) {
         if constexpr (PLAIN)
