@@ -563,6 +563,52 @@ TEST(GpuLinear, GemvHandlesAnyActivationRange) {
       }
 }
 
+// Every weight position of a unit through the GEMV, one at a time: token t's x is one-hot at
+// column c_t, so y[t, :] is column c_t of the dequantized W, checked per element. A decode
+// that took the wrong code, level, row or k-step for any position (the k = 2 GEMV decodes
+// some k-steps in registers and the rest through the table, kGemvK2RegisterSteps) shows
+// as a whole wrong element here, where a Frobenius bound over random data could absorb a
+// few. K = 256: two supertiles, every column of both; N = 48: every row of a 16-row stripe.
+TEST(GpuLinear, GemvDecodesEveryWeightPosition) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 48, k = 256;
+  for (int bits = 2; bits <= 5; ++bits) {
+    const Quantized q = quantize_random(n, k, bits, 70 + bits);
+    for (int64_t m = 1; m <= 4; ++m) {
+      LinearWorkspace ws({m, n, k, false});
+      for (DType dt : {DType::f16, DType::bf16}) {
+        Buffer xd = Buffer::allocate(Memory::device, size_t(m * k) * 2), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+        for (int64_t c0 = 0; c0 < k; c0 += m) {
+          HostMatrix x{{}, dt, m, k, k};
+          x.bytes.assign(size_t(m * k) * 2, 0);
+          for (int64_t t = 0; t < m; ++t) x.set(t, (c0 + t) % k, 1.0f);
+          const std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+          ASSERT_EQ(cudaMemcpy(xd.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+          LinearOptions g;
+          g.path = LinearPath::gemv;
+          linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, g);
+          const auto got = download16(yd.data(), size_t(m * n));
+          double ref_max = 0;
+          for (double r : ref) ref_max = std::max(ref_max, std::fabs(r));
+          int wrong = 0;
+          for (int64_t i = 0; i < m * n; ++i) {
+            const double y = dt == DType::f16 ? half_bits_to_float(got[size_t(i)]) : bf16_bits_to_float(got[size_t(i)]);
+            const double r = ref[size_t(i)];
+            // Per element: the output's rounding and the decode's fp16 products (a few 2^-11),
+            // with twice the Frobenius bound as margin. A wrong level is off by at least 10.6%
+            // (the closest adjacent bnf levels, k = 5); a wrong position by a whole weight.
+            if (!(std::fabs(y - r) <= 2 * tolerance(dt) * (std::fabs(r) + 0.01 * ref_max)) && wrong++ < 3)
+              ADD_FAILURE() << "k=" << bits << " M=" << m << " " << dtype_name(dt) << ": y[" << i / n << ", " << i % n
+                            << "] (W row " << i % n << ", column " << (c0 + i / n) % k << ") = " << y << ", expected " << r;
+          }
+          ASSERT_EQ(wrong, 0) << "k=" << bits << " M=" << m << " " << dtype_name(dt) << " columns from " << c0;
+        }
+      }
+    }
+  }
+}
+
 TEST(GpuLinear, RotatedWeightsRotateTheActivations) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 96, k = 3584, m = 5;
