@@ -13,8 +13,9 @@
 // (parameters, A rows, epilogue): bench/results/h200-read-floor-ring-parts-session30.txt; both
 // modes of this version (the cv4cta rows): bench/results/h200-read-floor-and-dense-tests-session32.txt
 // (bare ring 12.95-13.1 us, all pieces 13.63, the real kernel 13.93 at M = 1 on that machine).
-// `READ_FLOOR_GEMV_GAP=1 ./read_floor BYTES` (thirty-third session, not run yet): the GEMV's ring
-// against batches of the same units (read_warp_batches) and grid-stride reads, side by side.
+// `READ_FLOOR_GEMV_GAP=1 ./read_floor BYTES`: the GEMV's ring against batches of the same units
+// (read_warp_batches) and grid-stride reads, side by side; batches gained at most 3-5%, not at
+// both sizes (bench/results/h200-read-floor-gemv-gap-session34.txt).
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>

@@ -48,16 +48,17 @@
 // o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..16
 // (moe_dn T = 16, k = 4: 1% slower, one routing).
 // A CTA barrier at the end of the ranges instead (first warp sums) gained only on q (5%).
-// Latest (H200, 2026-12-02, fb0ee2e; BENCHMARKS.md): glm47 q M = 1 k = 2 13.1-13.2 us,
-// k = 4 14.1; with PDL 12.3-12.4 and 12.8.
+// Before the k = 2 register decode (H200, 2026-12-02, fb0ee2e; BENCHMARKS.md): glm47 q M = 1
+// k = 2 13.1-13.2 us, k = 4 14.1; with PDL 12.3-12.4 and 12.8.
 // No weight loads past a warp's range (2026-12-02): the ring re-loaded the range's last unit
 // D times at its end (~6 MB of L2 reads per call over the grid); predicated off, glm47 M = 1
 // k = 2 1.4-2.8% faster (q 13.39 -> 13.08 us, shared_gu 24.25 -> 23.57), k = 4 0.1-1.3%,
 // 56 rows geomean 0.994 (A/B in one call, bench/results/h200-ab-gemv-no-reload-session32.txt).
 // Grouped calls keep the reloads: without them GLM-4.7 experts at T = 1, 4, 16 ran 1-3% slower
 // (h200-ab-gemv-no-reload-grouped-session32.txt).
-// k = 2 decodes block 0 of each unit in registers (kGemvK2RegisterSteps; H200, 2026-12-02):
-// glm47 q M = 1 k = 2 12.79-12.81 us (1.38 TB/s), PDL 12.00-12.04; shared_gu 22.31
+// Latest: k = 2 decodes block 0 of each unit in registers (kGemvK2RegisterSteps; H200,
+// 2026-12-02, 0e32e63): glm47 q M = 1 k = 2 12.76-12.81 us (1.38 TB/s), PDL 11.98-12.04;
+// shared_gu 22.31; k = 4 unchanged (q 14.06)
 // (h200-abn-gemv-k2-register-blocks-session34.txt).
 #pragma once
 
@@ -149,24 +150,23 @@ __device__ __forceinline__ void x8_to_float(const GemvArgs& a, const XRaw& r, fl
 
 // k = 2: the k-steps decoded in registers, by prmt from the four levels (decode_pairs: ~6
 // ALU instructions per 4 pairs), instead of by the quad table (1 PRMT + 1 LDS.64 per 2
-// pairs, 2 shared-memory wavefronts): bit 2j + s is k-step s of block j, one mask per M
-// (index M - 1, grouped tiles by their rows). At k = 2 the table's lookups and x's reads
+// pairs, 2 shared-memory wavefronts): bit 2j + s is k-step s of block j, for every M and
+// for grouped tiles. At k = 2 the table's lookups and x's reads
 // need more shared-memory wavefronts per unit than the SM serves at full HBM rate; registers
 // move part of that work to the ALUs. One block of four measured best (H200, 2026-12-02,
 // glm47 k = 2): block 3 (0xc0) against the table alone 1.1% faster at M = 1, 1.3% at M = 2;
 // block 0 (0x03) against block 3 another 1.7-2.7% at M = 1 and 0.3-0.8% at M = 2 except
 // shared_gu (+0.2-0.5%); blocks 1 and 3 (0xcc) 1.5% and all (0xff) 13% slower than the table
 // alone (the issue slots). glm47's M = 4 rows take another path and did not move.
-inline constexpr unsigned kGemvK2RegisterSteps[4] = {0x03u, 0x03u, 0x03u, 0x03u};
+inline constexpr unsigned kGemvK2RegisterSteps = 0x03u;
 
 // Pair codes of k-step s of block j as packed fp16 pairs a[0..3] (rows g, g+8, g, g+8).
 // pool_lo / pool_hi: k = 2's levels for the register decode (k2_level_pools).
-// REG_STEPS: k = 2's kGemvK2RegisterSteps entry.
-template <int KB, unsigned REG_STEPS>
+template <int KB>
 __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
                                             uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
   if constexpr (KB == 2) {
-    if ((REG_STEPS >> (2 * j + s)) & 1u) {
+    if ((kGemvK2RegisterSteps >> (2 * j + s)) & 1u) {
       decode_pairs<2>(w, j, s, 0u, pool_lo, pool_hi, a);
       return;
     }
@@ -569,9 +569,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     store(stripe, v0, v1);
   };
 
-  constexpr unsigned kRegSteps = kGemvK2RegisterSteps[M - 1];
-  uint32_t pool_lo = 0, pool_hi = 0;  // k = 2's levels for kRegSteps
-  if constexpr (KB == 2 && kRegSteps != 0) k2_level_pools(args.codebook16, pool_lo, pool_hi);
+  uint32_t pool_lo = 0, pool_hi = 0;  // k = 2's levels for kGemvK2RegisterSteps
+  if constexpr (KB == 2 && kGemvK2RegisterSteps != 0) k2_level_pools(args.codebook16, pool_lo, pool_hi);
   float acc[M][2];
 #pragma unroll
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
@@ -592,8 +591,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         uint32_t a0[4], a1[4];
-        gemv_decode<KB, kRegSteps>(w, j, 0, lut_lane, pool_lo, pool_hi, a0);
-        gemv_decode<KB, kRegSteps>(w, j, 1, lut_lane, pool_lo, pool_hi, a1);
+        gemv_decode<KB>(w, j, 0, lut_lane, pool_lo, pool_hi, a0);
+        gemv_decode<KB>(w, j, 1, lut_lane, pool_lo, pool_hi, a1);
         const uint32_t s_lo = scale_pair<__half>(cur.scales.x, j), s_hi = scale_pair<__half>(cur.scales.y, j);
 #pragma unroll
         for (int t = 0; t < M; ++t) {
