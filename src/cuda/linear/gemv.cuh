@@ -1,22 +1,27 @@
-// CUDA-core GEMV for decode: y[M, N] = x[M, K] W^T (+ bias) (+ residual) for M = 1..4,
+// The decode GEMV: y[M, N] = x[M, K] W^T (+ bias) (+ residual) for M = 1..4,
 // W in the mma16 layout (layout.h, the same bytes the fused mma.sync kernel reads),
-// x and y fp16 or bf16, fp16 products summed per 8 weights, fp32 across supertiles.
+// x and y fp16 or bf16, fp16 products summed per 8 weights (HFMA2) or per 32-column block
+// (tensor cores), fp32 across supertiles.
 //
-// Why not the tensor cores: at M <= 4 an m16n8k16 MMA wastes most of its n = 8
-// columns, and its operand shuffling costs ~4.5 lane-instructions per weight; the
-// H200 allows ~4 per weight at k = 4 (~2 at k = 2) at full HBM bandwidth.
+// Products: at M = 1 (and M = 2, k = 2) one HFMA2 per pair and token. From M = 3 (M = 2
+// at k >= 3) the decoded pairs, which are m16n8k16 A fragments as they stand, go to the
+// tensor cores: two mma.sync with fp16 accumulators per 32-column block, whatever M, where
+// the HFMA2 count grows with M (kGemvTensorProducts; H200, 2026-12-02: glm47 q M = 4 k = 2
+// 22.7 -> 16.5 us, M = 1 would be 3-15% slower: the MMA chain's latency).
 // Decode by table lookup in shared memory, replicated per lane (conflict-free):
 // k = 4: one prmt turns a pair-code byte into the address of its packed fp16 pair
 // (table of 256 x 256 bytes on a 64 KB boundary); k = 2: two bytes of a word give a
 // quad code (two pairs) with one lop3, looked up with one 8-byte load (same table
 // shape); k = 3: as k = 4, a quarter of the codes gathered from bits 6-7 of three words
-// first; k = 5: the fused kernel's pair-code arithmetic, 32 replicas. Then one
-// HFMA2 per pair and token against x held in shared memory as fp16.
-// Each lane sums 8 weights of a (row, block) in fp16, scales the partial by the block
-// scale with one more HFMA2, and converts to fp32 once per 128-column supertile.
-// x is staged per CTA: each supertile of each token is stored as x * 2^e (|x| < 512)
-// in fp16, so partial sums stay below 32768 (|codebook| is normalised to 1, E4M4 / 16
-// < 2) whatever the activations' range; 2^-e comes back in the fp32 sum.
+// first; k = 5: the fused kernel's pair-code arithmetic, 32 replicas. Then the
+// products against x held in shared memory as fp16.
+// HFMA2: each lane sums 8 weights of a (row, block) in fp16; MMA: the block's 32 columns
+// per row. The partial is scaled by the block scale with one more HFMA2 and converted to
+// fp32 once per 128-column supertile.
+// x is staged per CTA: each supertile of each token is stored as x * 2^e (|x| < 512 for
+// HFMA2, < 64 for the MMAs' 4x longer sums) in fp16, so partial sums stay below 32768
+// (|codebook| is normalised to 1, E4M4 / 16 < 2) whatever the activations' range; 2^-e
+// comes back in the fp32 sum.
 // Work split ("stream-K"): the (stripe, supertile) units of W are cut into equal
 // contiguous ranges, one per warp, so every warp streams the same number of bytes
 // with D units of loads in flight, across stripe boundaries. A stripe covered by
@@ -56,10 +61,14 @@
 // 56 rows geomean 0.994 (A/B in one call, bench/results/h200-ab-gemv-no-reload-session32.txt).
 // Grouped calls keep the reloads: without them GLM-4.7 experts at T = 1, 4, 16 ran 1-3% slower
 // (h200-ab-gemv-no-reload-grouped-session32.txt).
-// Latest: k = 2 decodes block 0 of each unit in registers (kGemvK2RegisterSteps; H200,
+// k = 2 decodes block 0 of each unit in registers (kGemvK2RegisterSteps; H200,
 // 2026-12-02, 0e32e63): glm47 q M = 1 k = 2 12.76-12.81 us (1.38 TB/s), PDL 11.98-12.04;
 // shared_gu 22.31; k = 4 unchanged (q 14.06)
 // (h200-abn-gemv-k2-register-blocks-session34.txt).
+// Latest: tensor products at M >= 3 and M = 2, k >= 3 (H200, 2026-12-02, thirty-fifth
+// session; h200-ab-gemv-tensor-products-session35.txt): glm47 q M = 4 k = 2 / 4 / 5
+// 16.4 / 16.8 / 21.0 us (the dispatcher's fused plan was 19.1 / 18.2 / 24.2), M = 2 k = 4
+// 15.9 (16.3); M = 1 unchanged (q 12.9 at k = 2, 14.0 at k = 4).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -90,6 +99,14 @@ __device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c
   return d;
 }
 __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) { return mul2<__half>(a, b); }
+
+// d += a b on the tensor cores, m16n8k16 with fp16 accumulators: d[0] rows g, d[1] rows
+// g + 8, each for tokens 2 c and 2 c + 1 (lane = 4 g + c).
+__device__ __forceinline__ void mma_16816_f16acc(uint32_t (&d)[2], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+               : "+r"(d[0]), "+r"(d[1])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 // lds128, sts128: fused_linear.cuh
 
@@ -159,6 +176,18 @@ __device__ __forceinline__ void x8_to_float(const GemvArgs& a, const XRaw& r, fl
 // shared_gu (+0.2-0.5%); blocks 1 and 3 (0xcc) 1.5% and all (0xff) 13% slower than the table
 // alone (the issue slots). glm47's M = 4 rows take another path and did not move.
 inline constexpr unsigned kGemvK2RegisterSteps = 0x03u;
+
+// The products of M tokens on the tensor cores (m16n8k16, fp16 accumulators; the decoded
+// pairs are already A fragments) instead of one HFMA2 per pair and token: their cost does
+// not grow with M. Measured (H200, 2026-12-02, glm47, GEMV forced, A/B in one call,
+// h200-ab-gemv-tensor-products-session35.txt), time with MMAs / with HFMA2: M = 3, 4
+// 0.65-0.97 at k = 2 and 4 (q M = 4 k = 2 22.7 -> 16.5 us, shared_gu 44.3 -> 29.0); M = 2
+// 0.92-0.98 at k = 3, 4 and 0.97-1.00 at k = 5 on q, o, shared_gu, shared_dn (kv, a small
+// W, 1.02-1.06: the dispatcher takes the fused kernel there), 1.02-1.03 at k = 2; M = 1
+// 1.03-1.15 (latency: the MMA chain is longer than the HFMA2 one, and only one token of the
+// eight is useful).
+template <int KB, int M>
+inline constexpr bool kGemvTensorProducts = M >= 3 || (M == 2 && KB >= 3);
 
 // Pair codes of k-step s of block j as packed fp16 pairs a[0..3] (rows g, g+8, g, g+8).
 // pool_lo / pool_hi: k = 2's levels for the register decode (k2_level_pools).
@@ -378,7 +407,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
   // Stage x: each run of 16 threads converts one supertile (128 values) of one token to
-  // fp16 times 2^e, e chosen from the run's absmax so that |x| * 2^e < 512.
+  // fp16 times 2^e, e chosen from the run's absmax so that |x| * 2^e < 2^kXLog2Max: 512
+  // for the HFMA2 products (8 products per fp16 partial), 64 for the MMAs (32 per partial).
+  constexpr bool kTensor = kGemvTensorProducts<KB, M>;
+  constexpr int kXLog2Max = kTensor ? 6 : 9;
   // GROUPED: only the rows of the tiles this CTA's units span (launch.x_rows at most,
   // rows past args.M are zeros), from row_base on.
   const bool has_local = launch.local_off >= 0;
@@ -440,8 +472,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         int e = 0;
         if (m > 0.0f && isfinite(m)) {
           int ex;
-          frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(9 - ex) in [256, 512)
-          e = max(-100, min(100, 9 - ex));
+          frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(kXLog2Max - ex) below 2^kXLog2Max
+          e = max(-100, min(100, kXLog2Max - ex));
         }
         const float scale = __int_as_float((127 + e) << 23);
         uint32_t h[4];
@@ -499,20 +531,31 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // piece of a stripe in slot 0 when w's range starts inside that stripe.
   auto own_slot = [&](int piece_start) { return piece_start == u0 ? 0 : 1; };
   auto slot_of = [&](int w, int stripe_seg) { return range_start(w) >= stripe_seg * int(S) ? 0 : 1; };
-  auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[M][2]) {
+  // acc: HFMA2 products [token][row g + 8 h], lane c's quarter of the columns; MMAs [token
+  // 2 c + i][row g + 8 h], whole rows.
+  constexpr int kAccTokens = kTensor ? 2 : M;
+  auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[kAccTokens][2]) {
     const int stripe = stripe_seg - tile_seg0;  // within the matrix (dense: the segment is the stripe)
-#pragma unroll
-    for (int t = 0; t < M; ++t)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 1);
-        acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 2);
-      }
     // lane c handles token c
     float v0 = 0.0f, v1 = 0.0f;
+    if constexpr (kTensor) {
+      // held by lane (g, c / 2) as its token 2 (c / 2) + (c & 1)
+      const int src = (lane & ~3) | (c >> 1);
+      const float t0h0 = __shfl_sync(0xffffffffu, acc[0][0], src), t1h0 = __shfl_sync(0xffffffffu, acc[1][0], src);
+      const float t0h1 = __shfl_sync(0xffffffffu, acc[0][1], src), t1h1 = __shfl_sync(0xffffffffu, acc[1][1], src);
+      v0 = (c & 1) ? t1h0 : t0h0, v1 = (c & 1) ? t1h1 : t0h1;
+    } else {
 #pragma unroll
-    for (int t = 0; t < M; ++t)
-      if (t == c) v0 = acc[t][0], v1 = acc[t][1];
+      for (int t = 0; t < M; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 1);
+          acc[t][h] += __shfl_xor_sync(0xffffffffu, acc[t][h], 2);
+        }
+#pragma unroll
+      for (int t = 0; t < M; ++t)
+        if (t == c) v0 = acc[t][0], v1 = acc[t][1];
+    }
     if (pu0 != stripe_seg * int(S) || pu1 != (stripe_seg + 1) * int(S)) {
       const int first = owner(stripe_seg * int(S)), last = owner(stripe_seg * int(S) + int(S) - 1);
       if (has_local && first / kGemvWarps == last / kGemvWarps) {
@@ -571,9 +614,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 
   uint32_t pool_lo = 0, pool_hi = 0;  // k = 2's levels for kGemvK2RegisterSteps
   if constexpr (KB == 2 && kGemvK2RegisterSteps != 0) k2_level_pools(args.codebook16, pool_lo, pool_hi);
-  float acc[M][2];
+  float acc[kAccTokens][2];
 #pragma unroll
-  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
+  for (int t = 0; t < kAccTokens; ++t) acc[t][0] = acc[t][1] = 0.0f;
   int seg = u0 / int(S), piece_u0 = u0;  // segment: (tile, stripe); dense: the stripe
   int st = u0 % int(S);
   enter_tile(u0 / US);
@@ -587,34 +630,68 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       uint32_t w[2 * KB];
 #pragma unroll
       for (int q = 0; q < KB; ++q) w[2 * q] = cur.w[q].x, w[2 * q + 1] = cur.w[q].y;
-      uint32_t hacc[M][2];
+      // hacc[t][h]: the fp16 partial of rows g + 8 h. HFMA2: token t, lane (g, c)'s 8 weights
+      // per block; MMA (one entry): tokens 2 c and 2 c + 1, the block's 32 columns.
+      uint32_t hacc[kTensor ? 1 : M][2];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         uint32_t a0[4], a1[4];
         gemv_decode<KB>(w, j, 0, lut_lane, pool_lo, pool_hi, a0);
         gemv_decode<KB>(w, j, 1, lut_lane, pool_lo, pool_hi, a1);
         const uint32_t s_lo = scale_pair<__half>(cur.scales.x, j), s_hi = scale_pair<__half>(cur.scales.y, j);
-#pragma unroll
-        for (int t = 0; t < M; ++t) {
-          const uint4 xv = lds128(x_lane + uint32_t(((tile_xrow + t) * kpad + st * 128 + 32 * j) * 2));
-          uint32_t pg = hmul2_u32(a0[0], xv.x), ph = hmul2_u32(a0[1], xv.x);
-          pg = hfma2_u32(a0[2], xv.y, pg), ph = hfma2_u32(a0[3], xv.y, ph);
-          pg = hfma2_u32(a1[0], xv.z, pg), ph = hfma2_u32(a1[1], xv.z, ph);
-          pg = hfma2_u32(a1[2], xv.w, pg), ph = hfma2_u32(a1[3], xv.w, ph);
+        if constexpr (kTensor) {
+          // Two MMAs: lane (g, c)'s B fragment is token g's 8 columns 32 j + 8 c .. + 8, one
+          // LDS.128 for both k-steps (tokens g >= M are zeros); c_row[h]: rows g + 8 h. The
+          // row's block scale by one HFMA2 (|partial| < 4 blocks x 32 x 64 x 2).
+          uint4 xv = make_uint4(0u, 0u, 0u, 0u);
+          if (g < M) xv = lds128(x_lane + uint32_t(((tile_xrow + g) * kpad + st * 128 + 32 * j) * 2));
+          uint32_t c_row[2] = {0u, 0u};
+          mma_16816_f16acc(c_row, a0, xv.x, xv.y);
+          mma_16816_f16acc(c_row, a1, xv.z, xv.w);
           if (j == 0) {
-            hacc[t][0] = hmul2_u32(pg, s_lo), hacc[t][1] = hmul2_u32(ph, s_hi);
+            hacc[0][0] = hmul2_u32(c_row[0], s_lo), hacc[0][1] = hmul2_u32(c_row[1], s_hi);
           } else {
-            hacc[t][0] = hfma2_u32(pg, s_lo, hacc[t][0]), hacc[t][1] = hfma2_u32(ph, s_hi, hacc[t][1]);
+            hacc[0][0] = hfma2_u32(c_row[0], s_lo, hacc[0][0]), hacc[0][1] = hfma2_u32(c_row[1], s_hi, hacc[0][1]);
+          }
+        } else {
+          // One HFMA2 per pair and token, the block scale by one more.
+#pragma unroll
+          for (int t = 0; t < M; ++t) {
+            const uint4 xv = lds128(x_lane + uint32_t(((tile_xrow + t) * kpad + st * 128 + 32 * j) * 2));
+            uint32_t pg = hmul2_u32(a0[0], xv.x), ph = hmul2_u32(a0[1], xv.x);
+            pg = hfma2_u32(a0[2], xv.y, pg), ph = hfma2_u32(a0[3], xv.y, ph);
+            pg = hfma2_u32(a1[0], xv.z, pg), ph = hfma2_u32(a1[1], xv.z, ph);
+            pg = hfma2_u32(a1[2], xv.w, pg), ph = hfma2_u32(a1[3], xv.w, ph);
+            if (j == 0) {
+              hacc[t][0] = hmul2_u32(pg, s_lo), hacc[t][1] = hmul2_u32(ph, s_hi);
+            } else {
+              hacc[t][0] = hfma2_u32(pg, s_lo, hacc[t][0]), hacc[t][1] = hfma2_u32(ph, s_hi, hacc[t][1]);
+            }
           }
         }
       }
+      // Into fp32 times the supertile's 2^-e of each token (MMA: tokens 2 c, 2 c + 1 < M).
+      if constexpr (kTensor) {
 #pragma unroll
-      for (int t = 0; t < M; ++t) {
-        const float x_scale = x_scales[(tile_xrow + t) * S + st];
+        for (int i = 0; i < 2; ++i) {
+          if (2 * c + i < M) {
+            const float x_scale = x_scales[(tile_xrow + 2 * c + i) * S + st];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[t][h]));
-          acc[t][h] = fmaf(f.x + f.y, x_scale, acc[t][h]);
+            for (int h = 0; h < 2; ++h) {
+              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
+              acc[i][h] = fmaf(i ? f.y : f.x, x_scale, acc[i][h]);
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int t = 0; t < M; ++t) {
+          const float x_scale = x_scales[(tile_xrow + t) * S + st];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[t][h]));
+            acc[t][h] = fmaf(f.x + f.y, x_scale, acc[t][h]);
+          }
         }
       }
       if (++st == S || u + 1 == u1) {
@@ -623,7 +700,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         if (piece_u0 == u0) stamp(kProbeFirstPiece);
         if (u + 1 == u1) stamp(kProbeExit);
 #pragma unroll
-        for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = 0.0f;
+        for (int t = 0; t < kAccTokens; ++t) acc[t][0] = acc[t][1] = 0.0f;
         piece_u0 = u + 1;
         if (st == S) {
           st = 0;
