@@ -95,8 +95,8 @@ bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits) {
   // below that (glm47 kv, the experts, kimi latent, qwen3) the fused kernel is faster.
   // At M = 3..4, staging 4 rows of a long K (12288) or the largest W (shared_gu, 61K
   // units) made the GEMV slower than the fused kernel (45a23f8, 408a747). With tensor
-  // products (thirty-fifth session) shared_gu ties it at M = 3, 4 (within 2%) and long K
-  // still loses (glm47 o: 19.5-21.4 against 18.1-19.8 us; bench/results/
+  // products (thirty-fifth session) shared_gu ties it at M = 3, 4 (within 3%) and long K
+  // still loses at k = 2..4 (glm47 o: 19.5-21.4 against 18.1-19.8 us; bench/results/
   // h200-linear-bench-all-m2-4-session35.jsonl); the tuned table has these shapes.
   const int64_t units = ceil_div(n, 16) * ceil_div(k, 128);
   if (units < 16384) return false;

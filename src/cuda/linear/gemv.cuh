@@ -5,9 +5,8 @@
 //
 // Products: at M = 1 (and M = 2, k = 2) one HFMA2 per pair and token. From M = 3 (M = 2
 // at k >= 3) the decoded pairs, which are m16n8k16 A fragments as they stand, go to the
-// tensor cores: two mma.sync with fp16 accumulators per 32-column block, whatever M, where
-// the HFMA2 count grows with M (kGemvTensorProducts; H200, 2026-12-02: glm47 q M = 4 k = 2
-// 22.7 -> 16.5 us, M = 1 would be 3-15% slower: the MMA chain's latency).
+// tensor cores: two mma.sync with fp16 accumulators per 32-column block, whatever M
+// (kGemvTensorProducts: the rule and its measurements).
 // Decode by table lookup in shared memory, replicated per lane (conflict-free):
 // k = 4: one prmt turns a pair-code byte into the address of its packed fp16 pair
 // (table of 256 x 256 bytes on a 64 KB boundary); k = 2: two bytes of a word give a
@@ -104,8 +103,8 @@ __device__ __forceinline__ uint32_t hmul2_u32(uint32_t a, uint32_t b) { return m
 // g + 8, each for tokens 2 c and 2 c + 1 (lane = 4 g + c).
 __device__ __forceinline__ void mma_16816_f16acc(uint32_t (&d)[2], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
-               : "+r"(d[0]), "+r"(d[1])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // lds128, sts128: fused_linear.cuh
@@ -500,6 +499,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   T* y = static_cast<T*>(args.y);
   // The compute cursor's tile: its first row, end row and row in the staged x.
   int tile_m0 = 0, tile_m_end = args.M, tile_xrow = 0, tile_seg0 = 0;
+  // Lane c's 8 staged columns 32 j + 8 c .. + 8 of staged row r at supertile st, and that
+  // row's 2^-e there.
+  auto x_chunk = [&](int r, int st, int j) { return lds128(x_lane + uint32_t((r * kpad + st * 128 + 32 * j) * 2)); };
+  auto x_scale_of = [&](int r, int st) { return x_scales[r * S + st]; };
   auto enter_tile = [&](int tile) {
     if constexpr (GROUPED) {
       const int e = expert_of(tile);
@@ -614,6 +617,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 
   uint32_t pool_lo = 0, pool_hi = 0;  // k = 2's levels for kGemvK2RegisterSteps
   if constexpr (KB == 2 && kGemvK2RegisterSteps != 0) k2_level_pools(args.codebook16, pool_lo, pool_hi);
+  // hacc (rows g, g + 8) += the partials p_lo, p_hi times their rows' block scales (= on
+  // the first block).
+  auto add_scaled = [](uint32_t (&hacc)[2], uint32_t p_lo, uint32_t p_hi, uint32_t s_lo, uint32_t s_hi, bool first) {
+    if (first) {
+      hacc[0] = hmul2_u32(p_lo, s_lo), hacc[1] = hmul2_u32(p_hi, s_hi);
+    } else {
+      hacc[0] = hfma2_u32(p_lo, s_lo, hacc[0]), hacc[1] = hfma2_u32(p_hi, s_hi, hacc[1]);
+    }
+  };
   float acc[kAccTokens][2];
 #pragma unroll
   for (int t = 0; t < kAccTokens; ++t) acc[t][0] = acc[t][1] = 0.0f;
@@ -644,29 +656,21 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
           // LDS.128 for both k-steps (tokens g >= M are zeros); c_row[h]: rows g + 8 h. The
           // row's block scale by one HFMA2 (|partial| < 4 blocks x 32 x 64 x 2).
           uint4 xv = make_uint4(0u, 0u, 0u, 0u);
-          if (g < M) xv = lds128(x_lane + uint32_t(((tile_xrow + g) * kpad + st * 128 + 32 * j) * 2));
+          if (g < M) xv = x_chunk(tile_xrow + g, st, j);
           uint32_t c_row[2] = {0u, 0u};
           mma_16816_f16acc(c_row, a0, xv.x, xv.y);
           mma_16816_f16acc(c_row, a1, xv.z, xv.w);
-          if (j == 0) {
-            hacc[0][0] = hmul2_u32(c_row[0], s_lo), hacc[0][1] = hmul2_u32(c_row[1], s_hi);
-          } else {
-            hacc[0][0] = hfma2_u32(c_row[0], s_lo, hacc[0][0]), hacc[0][1] = hfma2_u32(c_row[1], s_hi, hacc[0][1]);
-          }
+          add_scaled(hacc[0], c_row[0], c_row[1], s_lo, s_hi, j == 0);
         } else {
           // One HFMA2 per pair and token, the block scale by one more.
 #pragma unroll
           for (int t = 0; t < M; ++t) {
-            const uint4 xv = lds128(x_lane + uint32_t(((tile_xrow + t) * kpad + st * 128 + 32 * j) * 2));
+            const uint4 xv = x_chunk(tile_xrow + t, st, j);
             uint32_t pg = hmul2_u32(a0[0], xv.x), ph = hmul2_u32(a0[1], xv.x);
             pg = hfma2_u32(a0[2], xv.y, pg), ph = hfma2_u32(a0[3], xv.y, ph);
             pg = hfma2_u32(a1[0], xv.z, pg), ph = hfma2_u32(a1[1], xv.z, ph);
             pg = hfma2_u32(a1[2], xv.w, pg), ph = hfma2_u32(a1[3], xv.w, ph);
-            if (j == 0) {
-              hacc[t][0] = hmul2_u32(pg, s_lo), hacc[t][1] = hmul2_u32(ph, s_hi);
-            } else {
-              hacc[t][0] = hfma2_u32(pg, s_lo, hacc[t][0]), hacc[t][1] = hfma2_u32(ph, s_hi, hacc[t][1]);
-            }
+            add_scaled(hacc[t], pg, ph, s_lo, s_hi, j == 0);
           }
         }
       }
@@ -675,7 +679,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           if (2 * c + i < M) {
-            const float x_scale = x_scales[(tile_xrow + 2 * c + i) * S + st];
+            const float x_scale = x_scale_of(tile_xrow + 2 * c + i, st);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
@@ -686,7 +690,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       } else {
 #pragma unroll
         for (int t = 0; t < M; ++t) {
-          const float x_scale = x_scales[(tile_xrow + t) * S + st];
+          const float x_scale = x_scale_of(tile_xrow + t, st);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[t][h]));
