@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# On the device: unpack build-gz/NAME.xz (scripts/carry_pack.sh) to build-dev/NAME, then run
+# the given command, e.g. scripts/device_carried.sh 'build-dev/kbit_a bench --model glm47 --m 1'.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p build-dev "${OUT:-/tmp/kbit-out}"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+for f in build-gz/*.xz; do
+  o="build-dev/$(basename "$f" .xz)"
+  if command -v xz > /dev/null; then xz -dc "$f" > "$o"
+  else python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$f" "$o"; fi
+  chmod +x "$o"
+done
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } | tee "${OUT:-/tmp/kbit-out}/device.txt"
+bash -c "$*"
