@@ -536,31 +536,34 @@ TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
 }
 
 // The GEMV keeps x in shared memory as fp16 scaled by a power of two per token: tiny,
-// huge (bf16 beyond fp16's range) and outlier-laden activations must all come out right.
+// huge (bf16 beyond fp16's range) and outlier-laden activations must all come out right,
+// on both product paths, which scale x to different bounds (kGemvTensorProducts: HFMA2 at
+// M = 1 and at M = 2 with k = 2, tensor cores at M = 2 with k >= 3 and at M = 4).
 TEST(GpuLinear, GemvHandlesAnyActivationRange) {
   KBIT_SKIP_WITHOUT_GPU();
-  const int64_t n = 700, k = 3000, m = 4;
-  LinearWorkspace ws({m, n, k, false});
-  for (int bits : {2, 4})
-    for (DType dt : {DType::f16, DType::bf16})
-      for (double scale : dt == DType::f16 ? std::vector<double>{1e-3, 1.0, 1000.0} : std::vector<double>{1e-30, 1.0, 1e30}) {
-        const Quantized q = quantize_random(n, k, bits, 60 + bits);
-        HostMatrix x = random_matrix(m, k, DType::f32, 61);
-        for (int64_t t = 0; t < m; ++t)
-          for (int64_t i = 0; i < k; ++i) x.set(t, i, i == 17 * (t + 1) ? float(scale) * 8 : x.at(t, i) * float(scale));
-        HostMatrix x16 = random_matrix(m, k, dt, 0);
-        for (int64_t t = 0; t < m; ++t)
-          for (int64_t i = 0; i < k; ++i) x16.set(t, i, x.at(t, i));  // rounded to dt
-        const std::vector<double> ref = cpu::matmul_fp64(x16.view(), q.host_flat);
-        Buffer xd = upload(x16), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
-        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
-        LinearOptions g;
-        g.path = LinearPath::gemv;
-        linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, g);
-        const auto got = download16(yd.data(), size_t(m * n));
-        EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt))
-            << "k=" << bits << " " << dtype_name(dt) << " scale " << scale;
-      }
+  const int64_t n = 700, k = 3000;
+  LinearWorkspace ws({4, n, k, false});
+  for (int64_t m : {1, 2, 4})
+    for (int bits : {2, 3, 4})
+      for (DType dt : {DType::f16, DType::bf16})
+        for (double scale : dt == DType::f16 ? std::vector<double>{1e-3, 1.0, 1000.0} : std::vector<double>{1e-30, 1.0, 1e30}) {
+          const Quantized q = quantize_random(n, k, bits, 60 + bits);
+          HostMatrix x = random_matrix(m, k, DType::f32, 61);
+          for (int64_t t = 0; t < m; ++t)
+            for (int64_t i = 0; i < k; ++i) x.set(t, i, i == 17 * (t + 1) ? float(scale) * 8 : x.at(t, i) * float(scale));
+          HostMatrix x16 = random_matrix(m, k, dt, 0);
+          for (int64_t t = 0; t < m; ++t)
+            for (int64_t i = 0; i < k; ++i) x16.set(t, i, x.at(t, i));  // rounded to dt
+          const std::vector<double> ref = cpu::matmul_fp64(x16.view(), q.host_flat);
+          Buffer xd = upload(x16), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+          ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+          LinearOptions g;
+          g.path = LinearPath::gemv;
+          linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, g);
+          const auto got = download16(yd.data(), size_t(m * n));
+          EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt))
+              << "M=" << m << " k=" << bits << " " << dtype_name(dt) << " scale " << scale;
+        }
 }
 
 // Every weight position of a unit through the GEMV, one at a time: token t's x is one-hot at
