@@ -42,9 +42,13 @@ LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_
 // stripes x 64 or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and both
 // wgmma.mma_async operands read from there; n_tiles 32: 8 stripes x 256 tokens with the
 // decode in warps of its own (warp-specialised, no K splits); no grouped (expert_linear) mode.
-enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma, cta_shuffle, wgmma_tile };
+// wgmma_stream: the tile kernel (n_tiles 8 or 16) with stream-K work: the tiles' whole K work
+// cut evenly over the persistent CTAs (so a CTA may finish one tile's K and start the
+// next's), the cut tiles' fp32 partials summed in K order; no splits, no grouped mode.
+enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma, cta_shuffle, wgmma_tile, wgmma_stream };
 std::string_view linear_items_name(LinearItems i);
-LinearItems parse_linear_items(std::string_view name);  // "auto", "cta", "warp", "stripes", "wgmma", "cta_shuffle", "wgmma_tile"
+// "auto", "cta", "warp", "stripes", "wgmma", "cta_shuffle", "wgmma_tile", "wgmma_stream"
+LinearItems parse_linear_items(std::string_view name);
 
 // What runs for one call. n_tiles, warps, splits and items describe the fused kernel.
 struct LinearPlan {
@@ -70,8 +74,9 @@ struct LinearOptions {
 };
 
 // Device scratch for kbit::linear: split-K partials and counters, the rotated
-// activations, (for max_m > 64 on Hopper) the 256-token tile kernel's partial tiles
-// (two waves of 128 KB tiles: 34 MB on an H200), and (for the dequant_cublas path) a
+// activations, (on Hopper) the tile kernels' partial tiles (max_m > 64: two waves of the
+// 256-token kernel's 128 KB tiles, 34 MB on an H200; max_m 17..64: two stream-K slots of up
+// to 64 KB per SM, 17 MB), and (for the dequant_cublas path) a
 // 16-bit copy of the largest W plus cuBLASLt's workspace. Allocated once here; one
 // workspace per stream.
 class LinearWorkspace {

@@ -181,6 +181,7 @@ class KbitLinearBackend : public Backend {
   std::string name() const override {
     if (items_ == LinearItems::wgmma) return "kbit_wgmma";
     if (items_ == LinearItems::wgmma_tile) return "kbit_wgmma_tile";
+    if (items_ == LinearItems::wgmma_stream) return "kbit_wgmma_stream";
     return path_ == LinearPath::automatic ? (pdl_ ? "kbit_linear_pdl" : "kbit_linear")
                                           : "kbit_" + std::string(linear_path_name(path_));
   }
@@ -231,6 +232,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma);
   if (name == "kbit_wgmma_tile")
     return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma_tile);
+  if (name == "kbit_wgmma_stream")
+    return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma, false, LinearItems::wgmma_stream);
   if (name == "kbit_gemv") return std::make_unique<KbitLinearBackend>(LinearPath::gemv);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
@@ -288,7 +291,7 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 
 std::vector<std::string> backend_names() {
   return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_wgmma",
-          "kbit_wgmma_tile", "kbit_dequant_cublas", "kbit_skinny", "kbit_skinny_pdl", "fixture_wrong"};
+          "kbit_wgmma_tile", "kbit_wgmma_stream", "kbit_dequant_cublas", "kbit_skinny", "kbit_skinny_pdl", "fixture_wrong"};
 }
 
 namespace {

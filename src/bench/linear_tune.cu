@@ -67,7 +67,8 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
             add(o);
           }
   // The tile kernel (wgmma_tile items) from 17 tokens: 64 tokens per tile (and 128 above 64),
-  // one or two warpgroups, splits where the tiles alone leave SMs idle.
+  // one or two warpgroups, splits where the tiles alone leave SMs idle, or stream-K
+  // (wgmma_stream items: the tiles' K work cut evenly over the SMs).
   if (kbit::cuda::detail::device_has_wgmma() && m > 16)
     for (int nt : {8, 16})
       for (int warps : {4, 8})
@@ -77,6 +78,10 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
           o.path = LinearPath::fused_mma;
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = LinearItems::wgmma_tile;
           add(o);
+          if (splits == 1) {  // the same tiles with stream-K work (no whole splits)
+            o.items = LinearItems::wgmma_stream;
+            add(o);
+          }
         }
   // The warp-specialised tile kernel (256 tokens) from M = 65: half a tile is padding at
   // M = 128, but its split tail can still beat the 128-token kernel on large W (glm47 o:

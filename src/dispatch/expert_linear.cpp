@@ -102,6 +102,7 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                             : tile_fits && rows_per_expert >= kGroupedTileMinRows ? LinearItems::wgmma_tile
                             : tiles_for_rows >= 2                         ? LinearItems::stripes
                                                                           : LinearItems::cta;
+  KBIT_REQUIRE(items != LinearItems::wgmma_stream, "expert_linear: wgmma_stream items have no grouped mode; use wgmma_tile");
   const bool tile = items == LinearItems::wgmma_tile;
   const int n_tiles = o.n_tiles                             ? o.n_tiles
                       : tile                              ? tile_n_tiles_default

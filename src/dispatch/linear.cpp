@@ -46,7 +46,8 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
   const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), int(s.items));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int v = 4;
-  if (cuda::device_available() && s.items == cuda::detail::FusedItems::wgmma_tile) {
+  if (cuda::device_available() &&
+      (s.items == cuda::detail::FusedItems::wgmma_tile || s.items == cuda::detail::FusedItems::wgmma_stream)) {
     switch (bits) {
       case 2: v = cuda::detail::tile_occupancy_k2(s, t); break;
       case 3: v = cuda::detail::tile_occupancy_k3(s, t); break;
@@ -75,6 +76,7 @@ cuda::detail::FusedItems fused_items(LinearItems items) {
     case LinearItems::wgmma: return cuda::detail::FusedItems::wgmma;
     case LinearItems::cta_shuffle: return cuda::detail::FusedItems::cta_shuffle;
     case LinearItems::wgmma_tile: return cuda::detail::FusedItems::wgmma_tile;
+    case LinearItems::wgmma_stream: return cuda::detail::FusedItems::wgmma_stream;
     default: return cuda::detail::FusedItems::cta;
   }
 }
@@ -115,7 +117,7 @@ void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_
 
 void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail::FusedShape& s, DType t,
                   cudaStream_t stream) {
-  if (s.items == cuda::detail::FusedItems::wgmma_tile) {
+  if (s.items == cuda::detail::FusedItems::wgmma_tile || s.items == cuda::detail::FusedItems::wgmma_stream) {
     switch (bits) {
       case 2: cuda::detail::launch_tile_k2(a, s, t, stream); break;
       case 3: cuda::detail::launch_tile_k3(a, s, t, stream); break;
@@ -196,11 +198,11 @@ constexpr detail::EnumNames<LinearPath, 4> kPathNames{
       {LinearPath::gemv, "gemv"},
       {LinearPath::fused_mma, "fused_mma"},
       {LinearPath::dequant_cublas, "dequant_cublas"}}}};
-constexpr detail::EnumNames<LinearItems, 7> kItemNames{
+constexpr detail::EnumNames<LinearItems, 8> kItemNames{
     "fused-kernel item mode",
     {{{LinearItems::automatic, "auto"}, {LinearItems::cta, "cta"}, {LinearItems::warp, "warp"},
       {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}, {LinearItems::cta_shuffle, "cta_shuffle"},
-      {LinearItems::wgmma_tile, "wgmma_tile"}}}};
+      {LinearItems::wgmma_tile, "wgmma_tile"}, {LinearItems::wgmma_stream, "wgmma_stream"}}}};
 }  // namespace
 
 std::string_view linear_path_name(LinearPath p) { return kPathNames.name(p); }
@@ -264,7 +266,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
                        ceil_div(n, 16) <= int64_t(current_sm_count());
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
-            : tile && !fused_overrides         ? LinearItems::wgmma_tile
+            : tile && !fused_overrides         ? (m <= 128 ? LinearItems::wgmma_stream : LinearItems::wgmma_tile)
             : large && p.n_tiles >= 2          ? LinearItems::stripes
             : shuffle                          ? LinearItems::cta_shuffle
                                                : LinearItems::cta;
@@ -283,7 +285,14 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 ? 16 : 32;
     if (!o.warps) p.warps = 8;
   }
-  if (p.items == LinearItems::wgmma_tile) {
+  // wgmma_stream items not from such a table entry: as wgmma_tile's 64- and 128-token tiles.
+  if (p.items == LinearItems::wgmma_stream && !(c && c->items == LinearItems::wgmma_stream)) {
+    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : 16;
+    if (!o.warps) p.warps = 8;
+  }
+  if (p.items == LinearItems::wgmma_stream) {
+    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16, "linear: wgmma_stream items take n_tiles 8 or 16, got ", p.n_tiles);
+  } else if (p.items == LinearItems::wgmma_tile) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32,
                  "linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", p.n_tiles);
     if (p.n_tiles == 32) {  // the 256-token kernel: 8 MMA warps (plus 4 that decode)
@@ -303,7 +312,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
-  p.splits = detail::normalize_splits(p.splits, k, m, p.n_tiles);
+  p.splits = p.items == LinearItems::wgmma_stream ? 1 : detail::normalize_splits(p.splits, k, m, p.n_tiles);
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
     p.source = "forced";
   return p;
@@ -336,12 +345,14 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
                     "LinearWorkspace: clearing the GEMV counters");
     cuda::detail::dynamic_smem_base();  // probed here, outside any graph capture
   }
-  if (l.max_m > 64 && cuda::detail::device_has_wgmma()) {
+  if (l.max_m > 16 && cuda::detail::device_has_wgmma()) {
     // The 256-token tile kernel (tuned or forced from M = 65) and its split tail
     // (tile_schedule.h): up to two waves of partial tiles (128 KB each; 34 MB on an H200).
     // Its counters (8 per tail tile) fit in `counters`, which has one per 8 tokens x 16
-    // rows, 256 per tile.
-    impl_->tile_partial_slots = 2 * int64_t(current_sm_count());
+    // rows, 256 per tile. Up to M = 64, the stream-K tile items (wgmma_stream, from M = 17):
+    // two slots per CTA of at most 128 rows x 128 tokens (64 KB) with one CTA per SM, or
+    // half that with two (17 MB on an H200).
+    impl_->tile_partial_slots = (l.max_m > 64 ? 2 : 1) * int64_t(current_sm_count());
     impl_->tile_partials = Buffer::allocate(
         Memory::device, size_t(impl_->tile_partial_slots * cuda::detail::kWsPartialTileFloats) * 4);
   }
@@ -532,6 +543,7 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
   a.residual = o.residual.data, a.ldr = o.residual.data ? o.residual.stride() : 0;
   a.partials = static_cast<float*>(impl.partials.data());
   a.counters = static_cast<unsigned*>(impl.counters.data());
+  a.counter_count = impl.counter_count;
   a.tile_partials = static_cast<float*>(impl.tile_partials.data());
   a.tile_partial_slots = impl.tile_partial_slots;
   a.splits = plan.splits;

@@ -27,7 +27,7 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       c.n_tiles = e.value("n_tiles", 1), c.warps = e.value("warps", 4), c.splits = e.value("splits", 1);
       c.us = e.value("us", 0.0);
       c.items = parse_linear_items(e.value("items", std::string("cta")));
-      KBIT_REQUIRE(c.items != LinearItems::automatic, "linear config table: items must be cta, warp, stripes, wgmma or cta_shuffle, not auto");
+      KBIT_REQUIRE(c.items != LinearItems::automatic, "linear config table: items must name an item mode (cta, warp, stripes, wgmma, cta_shuffle, wgmma_tile, wgmma_stream), not auto");
       c.stripes = e.value("stripes", 1), c.stages = e.value("stages", 0), c.kslice = e.value("kslice", 0);
       c.loader = parse_skinny_loader(e.value("loader", std::string("tma")));
       KBIT_REQUIRE(c.loader != SkinnyLoader::automatic, "linear config table: loader must be tma, reg, smem or async");

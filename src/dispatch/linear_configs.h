@@ -33,6 +33,10 @@ inline constexpr int64_t kLargeFusedMaxM = 64;
 // 2026-12-01, with the split tail) the 256-token kernel wins glm47 q, o, shared_dn and
 // shared_gu (63-126 M weights; k = 4 q 109 us, o 124, against 133-140 for dequantize +
 // cuBLAS) and loses on every smaller W; at M = 4096 dequantize + cuBLAS wins everywhere.
+// Up to M = 128 its tiles' K work is cut evenly over the SMs (wgmma_stream items): H200,
+// 2026-12-02, forced default plans at M = 128, k = 2..5, stream-K against whole tiles: glm47
+// q 44.8-53.4 us against 47.2-58.2, o 45.9-53.8 against 63.7-78.4, kv 18.2-20.3 against
+// 46.0-63.8, shared_gu 78.2-99.8 against 95.5-114.7 (bench/results/h200-stream-k-ab-m32-128-session37.txt).
 inline constexpr int64_t kTileMaxM = 256;
 // Untuned small W at k >= 3: cta_shuffle items (no pair table) where K has at most this many
 // 128-column supertiles and the 16-row stripes are no more than the SMs (one CTA's work each:

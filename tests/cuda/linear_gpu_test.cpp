@@ -14,6 +14,7 @@
 #include "kbit/error.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
+#include "cuda/device_checks.h"
 #include "support/gpu_test_support.h"
 
 namespace kbit {
@@ -85,7 +86,7 @@ LinearOptions tile256_options() {
 }
 
 // The tile kernel (wgmma_tile items): 64 or 128 tokens per tile (padded below that), one
-// or two warpgroups, with and without K splits.
+// or two warpgroups, with and without K splits, and with stream-K work (wgmma_stream).
 std::vector<PathCase> tile_cases() {
   std::vector<PathCase> v;
   for (int nt : {8, 16})
@@ -98,6 +99,14 @@ std::vector<PathCase> tile_cases() {
                             " splits=" + std::to_string(splits)});
       }
   v.push_back({tile256_options(), "tile nt=32"});  // the 256-token kernel: no splits asked for
+  // Stream-K tiles (wgmma_stream): the tiles' K work cut evenly over the CTAs.
+  for (int nt : {8, 16})
+    for (int warps : {4, 8}) {
+      LinearOptions f;
+      f.path = LinearPath::fused_mma;
+      f.n_tiles = nt, f.warps = warps, f.items = LinearItems::wgmma_stream;
+      v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) + " stream-K"});
+    }
   return v;
 }
 
@@ -221,6 +230,22 @@ TEST(GpuLinear, Tile256Alone) {
   check_shape(256, 2048, {300}, {2, 3, 4, 5}, false, 604, &cases);
 }
 
+// Only the stream-K tile items (wgmma_stream), on shapes small enough for racecheck: 2 or 4
+// stripe groups of 16 supertiles each, so that every CTA takes one supertile of one tile
+// and each tile is summed from 16 pieces; 64 and 128 tokens (one partial token tile), one
+// and two warpgroups, every k.
+TEST(GpuLinear, StreamKAlone) {
+  KBIT_SKIP_WITHOUT_GPU();
+  std::vector<PathCase> cases;
+  for (auto [n_tiles, warps] : {std::pair{8, 8}, {16, 4}}) {
+    LinearOptions f;
+    f.path = LinearPath::fused_mma;
+    f.n_tiles = n_tiles, f.warps = warps, f.items = LinearItems::wgmma_stream;
+    cases.push_back({f, "stream-K nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps)});
+  }
+  check_shape(256, 2048, {50}, {2, 3, 4, 5}, false, 605, &cases);
+}
+
 // The 256-token kernel with whole waves of tiles and a split tail (tile_schedule.h): 16
 // stripe groups x 9 token tiles = 144 tiles, on the H200's 132 SMs one whole wave and 12
 // tiles split in quarters along K (16 supertiles); results against the reference and
@@ -274,13 +299,16 @@ TEST(GpuLinear, TileBiasResidualPairStores) {
   const int64_t n = 264, k = 512, m = 600;
   LinearWorkspace ws({m, n, k, true});
   // Every tile kernel shape without K splits (the pair stores' condition): 256 tokens, and
-  // 64 / 128 tokens with one or two warpgroups.
+  // 64 / 128 tokens with one or two warpgroups, whole tiles or stream-K (whose cut tiles
+  // store after the reduction of their pieces).
   std::vector<std::pair<LinearOptions, std::string>> shapes{{tile256_options(), "nt=32"}};
-  for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}}) {
-    LinearOptions t = tile256_options();
-    t.n_tiles = n_tiles, t.warps = warps, t.splits = 1;
-    shapes.push_back({t, "nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps)});
-  }
+  for (LinearItems items : {LinearItems::wgmma_tile, LinearItems::wgmma_stream})
+    for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}}) {
+      LinearOptions t = tile256_options();
+      t.n_tiles = n_tiles, t.warps = warps, t.splits = 1, t.items = items;
+      shapes.push_back({t, "nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps) + " " +
+                               std::string(linear_items_name(items))});
+    }
   for (auto [o, shape] : shapes)
     for (int bits : {2, 3, 4, 5})
       for (DType dt : {DType::f16, DType::bf16}) {
@@ -367,7 +395,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
   const int64_t n = 4096, k = 5120;
   LinearWorkspace ws({128, n, k, true});
   const Quantized q = quantize_random(n, k, 4, 77);
-  for (int64_t m : {1, 4, 16, 32, 64, 128}) {
+  for (int64_t m : {1, 4, 16, 32, 64, 96, 128}) {
     const HostMatrix x = random_matrix(m, k, DType::bf16, 78);
     Buffer xd = upload(x), y1 = Buffer::allocate(Memory::device, size_t(m * n) * 2),
            y2 = Buffer::allocate(Memory::device, size_t(m * n) * 2);
@@ -378,6 +406,7 @@ TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
               : m == 64  ? LinearItems::stripes
               : m == 32  ? LinearItems::wgmma
               : m == 128 ? LinearItems::wgmma_tile
+              : m == 96  ? LinearItems::wgmma_stream  // 32 tiles of 40 supertiles cut into 4 or 5 pieces each
                          : LinearItems::cta;
     if (m <= 4) o = LinearOptions{}, o.path = LinearPath::gemv;  // stripes split between warps
     const TensorView xv{xd.data(), DType::bf16, m, k};
@@ -479,7 +508,7 @@ TEST(GpuLinear, PdlChainMatchesPlainLaunches) {
     if (m <= 4) plans.emplace_back().path = LinearPath::gemv;
     for (LinearItems items :
          {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma, LinearItems::cta_shuffle,
-          LinearItems::wgmma_tile}) {
+          LinearItems::wgmma_tile, LinearItems::wgmma_stream}) {
       LinearOptions f;
       f.path = LinearPath::fused_mma, f.items = items, f.splits = items == LinearItems::cta_shuffle ? 1 : 3;
       plans.push_back(f);
@@ -670,6 +699,12 @@ TEST(GpuLinear, BadInputIsAClearError) {
   LinearOptions bad_tile;
   bad_tile.items = LinearItems::wgmma_tile, bad_tile.n_tiles = 4;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_tile); }, "wgmma_tile items take n_tiles 8, 16 or 32");
+  LinearOptions bad_stream;
+  bad_stream.items = LinearItems::wgmma_stream, bad_stream.n_tiles = 32;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_stream); }, "wgmma_stream items take n_tiles 8 or 16");
+  bad_stream.n_tiles = 8;  // this workspace (M <= 16) has no partial tiles for stream-K
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_stream); },
+               cuda::detail::device_has_wgmma() ? "partial tiles" : "sm_90");
   std::vector<uint16_t> host_x(size_t(m * k));
   expect_error([&] { linear(TensorView{host_x.data(), DType::bf16, m, k}, q.device_mma16, y, ws, nullptr); },
                "not device memory");

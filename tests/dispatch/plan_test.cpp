@@ -84,7 +84,8 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(ps.items, LinearItems::stripes);
   EXPECT_NE(ps.describe().find("items=stripes"), std::string::npos);
   for (LinearItems i : {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes,
-                        LinearItems::wgmma, LinearItems::cta_shuffle, LinearItems::wgmma_tile})
+                        LinearItems::wgmma, LinearItems::cta_shuffle, LinearItems::wgmma_tile,
+                        LinearItems::wgmma_stream})
     EXPECT_EQ(parse_linear_items(linear_items_name(i)), i);
   // wgmma_tile items: 64 tokens per tile up to M = 64, 128 up to 128, 256 above; n_tiles 8, 16 or 32
   LinearOptions tl;
@@ -108,6 +109,20 @@ TEST(LinearPlan, PathsByM) {
   tl.warps = 0;
   tl.n_tiles = 4;
   EXPECT_THROW(plan_linear(64, 12288, 5120, 4, tl), Error);
+  // wgmma_stream items (stream-K tiles): 64 or 128 tokens per tile, two warpgroups, no splits.
+  LinearOptions sk;
+  sk.path = LinearPath::fused_mma, sk.items = LinearItems::wgmma_stream;
+  const LinearPlan psk = plan_linear(64, 12288, 5120, 4, sk);
+  EXPECT_EQ(psk.items, LinearItems::wgmma_stream);
+  EXPECT_EQ(psk.n_tiles, 8);
+  EXPECT_EQ(psk.warps, 8);
+  EXPECT_EQ(psk.splits, 1);
+  EXPECT_EQ(plan_linear(100, 12288, 5120, 4, sk).n_tiles, 16);
+  EXPECT_NE(psk.describe().find("items=wgmma_stream"), std::string::npos);
+  sk.splits = 3;  // ignored: stream-K cuts K itself
+  EXPECT_EQ(plan_linear(64, 12288, 5120, 4, sk).splits, 1);
+  sk.splits = 0, sk.n_tiles = 32;
+  EXPECT_THROW(plan_linear(512, 12288, 5120, 4, sk), Error);
   tl.n_tiles = 16, tl.splits = 8;
   EXPECT_LE(plan_linear(64, 12288, 5120, 4, tl).splits * 128, 256);  // the partials workspace bounds splits
   // cta_shuffle items: n_tiles 1 or 2 only

@@ -77,5 +77,62 @@ TEST(TileSchedule, SplitsThePartEmptyLastWaveOnly) {
   EXPECT_EQ(ws_schedule(32, 132, 1, 264).tail_splits, 1);
 }
 
+// Stream-K (wgmma_stream items): the CTAs' ranges cover every (item, supertile) once, in
+// item-major order, with lengths differing by at most one; a CTA's segments of an item
+// that is cut have distinct slots below 2 x ctas, at most two per CTA, and the item's
+// segment count follows from its first and last CTA, as the kernel computes them.
+void check_stream_k(int64_t items, int64_t max_ctas, int supertiles) {
+  const StreamKSchedule s = stream_k_schedule(items, max_ctas, supertiles);
+  const std::string what = "items " + std::to_string(items) + " ctas " + std::to_string(max_ctas) + " supertiles " +
+                           std::to_string(supertiles);
+  ASSERT_TRUE(s.on()) << what;
+  ASSERT_EQ(s.work, items * supertiles) << what;
+  ASSERT_EQ(s.ctas, std::min(max_ctas, s.work)) << what;
+  ASSERT_EQ(s.begin(0), 0) << what;
+  ASSERT_EQ(s.begin(s.ctas), s.work) << what;
+  std::vector<int> segments_of(size_t(items), 0);
+  std::vector<int> slot_users(size_t(2 * s.ctas), 0);
+  for (int64_t b = 0; b < s.ctas; ++b) {
+    const int64_t lo = s.begin(b), hi = s.begin(b + 1);
+    ASSERT_TRUE(hi - lo == s.per_cta || hi - lo == s.per_cta + 1) << what << " cta " << b;
+    ASSERT_GE(hi - lo, 1) << what;
+    int partial = 0;
+    for (int64_t w = lo; w < hi;) {
+      const int64_t item = w / supertiles, st_begin = w % supertiles;
+      const int64_t st_end = std::min<int64_t>(supertiles, st_begin + (hi - w));
+      EXPECT_EQ(s.cta_of(w), b) << what;
+      EXPECT_EQ(s.cta_of(w + (st_end - st_begin) - 1), b) << what;
+      ++segments_of[size_t(item)];
+      if (st_end - st_begin < supertiles) {
+        ++partial;
+        const int64_t slot = s.slot(b, item);
+        ASSERT_GE(slot, 2 * b) << what;
+        ASSERT_LE(slot, 2 * b + 1) << what;
+        ++slot_users[size_t(slot)];
+        EXPECT_GE(b, s.first_cta(item)) << what;
+        EXPECT_LE(b, s.last_cta(item)) << what;
+      }
+      w += st_end - st_begin;
+    }
+    EXPECT_LE(partial, 2) << what << " cta " << b;
+  }
+  for (int64_t item = 0; item < items; ++item)
+    EXPECT_EQ(segments_of[size_t(item)], s.last_cta(item) - s.first_cta(item) + 1) << what << " item " << item;
+  for (size_t i = 0; i < slot_users.size(); ++i) EXPECT_LE(slot_users[i], 1) << what << " slot " << i;
+}
+
+TEST(TileSchedule, StreamKCoversEveryItemAndSupertileOnce) {
+  for (int64_t items : {1, 2, 5, 31, 48, 96, 131, 132, 133, 192, 500})
+    for (int64_t ctas : {1, 7, 100, 132, 264})
+      for (int supertiles : {1, 2, 3, 4, 12, 40, 96}) check_stream_k(items, ctas, supertiles);
+  // glm47 q at M = 64: 96 tiles of 40 supertiles on 132 CTAs, 29 or 30 each.
+  const StreamKSchedule q = stream_k_schedule(96, 132, 40);
+  EXPECT_EQ(q.per_cta, 29);
+  EXPECT_EQ(q.extra, 12);
+  // Less work than CTAs: one supertile per CTA.
+  EXPECT_EQ(stream_k_schedule(2, 132, 3).ctas, 6);
+  EXPECT_FALSE(stream_k_schedule(0, 132, 3).on());
+}
+
 }  // namespace
 }  // namespace kbit::cuda::detail

@@ -17,6 +17,7 @@ namespace kbit::cuda::detail {
 struct FusedArgs : LinearOperands {
   float* partials = nullptr;    // [splits][token tiles * tile][stripes * 16] when splits > 1
   unsigned* counters = nullptr;  // [token tiles][stripes], zero between calls
+  int64_t counter_count = 0;     // how many (checked by the stream-K tile items)
   // The 256-token tile kernel's split tail tiles (tile_schedule.h): partial tiles of
   // kWsPartialTileFloats, at most tile_partial_slots of them (0: no tail splits).
   float* tile_partials = nullptr;
@@ -70,13 +71,16 @@ inline int64_t grouped_tile_entries(int64_t rows_total, int experts, int rows) {
 // or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and multiplied by
 // wgmma.mma_async with both operands there, for M from 64 up; n_tiles 32: the
 // warp-specialised variant, 8 stripes x 256 tokens.
-enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle, wgmma_tile };
+// wgmma_stream: the same tile kernel (n_tiles 8 or 16) with its tiles' K work cut evenly
+// over the persistent CTAs (stream-K, tile_schedule.h), partial tiles summed in K order.
+enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle, wgmma_tile, wgmma_stream };
 // The largest n_tiles cta_shuffle items are built for (their shuffles and 16 tokens fit in 128 registers).
 inline constexpr int kCtaShuffleMaxNTiles = 2;
 // Stripes and wgmma items: a CTA item of adjacent stripes, one per warp, the warps sharing
 // x through the CTA's ring (the item count, the ring and the split cost follow from it).
 constexpr bool items_share_x(FusedItems i) {
-  return i == FusedItems::stripes || i == FusedItems::wgmma || i == FusedItems::wgmma_tile;
+  return i == FusedItems::stripes || i == FusedItems::wgmma || i == FusedItems::wgmma_tile ||
+         i == FusedItems::wgmma_stream;
 }
 
 // Kernel shape: n-tiles of 8 tokens (1, 2, 4 or 8; wgmma_tile 8, 16 or 32), warps per CTA (4 or 8), item mode.

@@ -822,7 +822,8 @@ auto with_fused_instance(FusedShape s, DType t, F&& f) {
             throw Error(kbit::detail::concat("fused linear: wgmma items take n_tiles 4 or 8, got ", NT));
           }
         case FusedItems::wgmma_tile:
-          throw Error("fused linear: wgmma_tile items run the tile kernel (launch_tile_k*), not this one");
+        case FusedItems::wgmma_stream:
+          throw Error("fused linear: wgmma_tile and wgmma_stream items run the tile kernel (launch_tile_k*), not this one");
       }
       throw Error("fused linear: unknown item mode");
     };

@@ -46,6 +46,12 @@
 // cuBLAS grouped bf16): GLM-4.7 T = 4096 moe_gu 6533 -> 2381 us (1.82x), moe_dn 3701 -> 1436.
 // The 128-token tiles' pair-store epilogue (store_full_tile, same day): glm47 q M = 128
 // k = 4 49.9 -> 47.0 us.
+// Stream-K (wgmma_stream items, TileArgs::sk, tile_schedule.h): the tiles' supertiles cut
+// into one equal range per CTA, a cut tile's pieces reduced in K order by the last to
+// arrive (reduce_stream_k_partials). H200, 2026-12-02, forced default plans, k = 4: M = 64
+// glm47 q 39.6 -> 37.0 us (96 tiles on 132 SMs), shared_gu 72.4 -> 64.9; M = 128 o 65.2 ->
+// 46.0, kv 46.0 -> 18.8, shared_gu 99.3 -> 79.3. Weight loads in flight are not what limits
+// the 64-token tiles: twice or three times D there made them 2-4% slower.
 #pragma once
 
 #include <cstdlib>
@@ -89,7 +95,8 @@ struct TileArgs {
   FusedArgs f;
   CUtensorMap x_map;
   bool x_tma = false;
-  WsSchedule ws;  // the 256-token kernel's tiles and split tail (tile_schedule.h)
+  WsSchedule ws;       // the 256-token kernel's tiles and split tail (tile_schedule.h)
+  StreamKSchedule sk;  // the 64/128-token kernel's stream-K ranges (wgmma_stream items), or off
 };
 
 // The 64/128-token kernel decodes k >= 3 through the pair table with two warpgroups; one
@@ -192,6 +199,57 @@ __device__ __forceinline__ void token_tile_rows(const FusedArgs& args, const int
   }
 }
 
+// A K piece's end, per warp: store the warp's fp32 partial (NT x 4 values per lane, 16-byte
+// stores) at part(mine), count the arrival on `counter`, and return false unless this is
+// the last of `pieces` to arrive; that one sums part(0), ..., part(pieces - 1) in that
+// (K) order into acc (bit-identical whichever arrives last) and resets the counter for the
+// next call. part(i): the float4 of lane 0, n-tile 0 of piece i's partial (n-tile nt at + 32 nt).
+template <int NT, typename Part>
+__device__ __forceinline__ bool reduce_partials_in_order(float (&acc)[NT][4], int mine, int pieces, unsigned* counter,
+                                                         Part part) {
+  const int lane = threadIdx.x & 31;
+  float4* own = part(mine) + lane;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) __stcg(own + nt * 32, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
+  __threadfence();
+  __syncwarp();
+  unsigned arrived = 0;
+  if (lane == 0) arrived = atomicAdd(counter, 1u);
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  if (arrived != unsigned(pieces - 1)) return false;
+  __threadfence();
+  const float4* p0 = part(0) + lane;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const float4 v = __ldcg(p0 + nt * 32);
+    acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
+  }
+  for (int i = 1; i < pieces; ++i) {
+    const float4* p = part(i) + lane;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 v = __ldcg(p + nt * 32);
+      acc[nt][0] += v.x, acc[nt][1] += v.y, acc[nt][2] += v.z, acc[nt][3] += v.w;
+    }
+  }
+  if (lane == 0) *counter = 0;  // ready for the next call on the stream
+  return true;
+}
+
+// A stream-K segment's end (StreamKSchedule), per warp: the segments of `item` are those of
+// CTAs first_cta .. last_cta, in K order; CTA b's partial sits in slot sk.slot(b, item) of
+// WARPS x 16 rows x 8 NT tokens (a private layout), the counter is the item's warp's.
+template <int NT, int WARPS>
+__device__ __forceinline__ bool reduce_stream_k_partials(const FusedArgs& args, const StreamKSchedule& sk,
+                                                         float (&acc)[NT][4], int64_t cta, int64_t item, int warp) {
+  constexpr int64_t kSlotFloats = int64_t(WARPS) * NT * 128;
+  const int64_t first = sk.first_cta(item), pieces = sk.last_cta(item) - first + 1;
+  auto part = [&](int i) {
+    return reinterpret_cast<float4*>(args.tile_partials + sk.slot(first + i, item) * kSlotFloats) + warp * NT * 32;
+  };
+  return reduce_partials_in_order<NT>(acc, int(cta - first), int(pieces), args.counters + item * WARPS + warp, part);
+}
+
 template <int KB, typename T, int NT, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid_constant__ TileArgs targs) {
   static_assert(WARPS == 4 || WARPS == 8, "tile items: one or two warpgroups");
@@ -251,17 +309,33 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   constexpr bool kPairStores = NT == 16;
   const bool pair_stores = args.splits == 1 && pair_stores_allowed(args);
   uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
+  // Work: items blockIdx.x, + gridDim.x, ...; or (stream-K) this CTA's range of the items'
+  // supertiles, item by item, each piece a segment.
+  const StreamKSchedule& sk = targs.sk;
+  const bool stream_k = sk.on() && !grouped;
+  int64_t next = stream_k ? sk.begin(blockIdx.x) : int64_t(blockIdx.x);
+  const int64_t stop = stream_k ? sk.begin(int64_t(blockIdx.x) + 1) : int64_t(items);
 
-  for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-    const int unit = item % units, split = (item / units) % args.splits;
+  while (next < stop) {
+    int item, split, st_begin, st_end;
+    if (stream_k) {
+      item = int(next / args.supertiles), split = 0;
+      st_begin = int(next % args.supertiles);
+      st_end = int(min(int64_t(args.supertiles), st_begin + (stop - next)));
+      next += st_end - st_begin;
+    } else {
+      item = int(next), split = (item / units) % args.splits;
+      st_begin = split * args.supertiles_per_split;
+      st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
+      next += gridDim.x;
+    }
+    const int unit = item % units;
     int stripe = unit * WARPS + warp;
     const bool stores = stripe < args.stripes;  // a warp past the last stripe streams it again, stores nothing
     stripe = min(stripe, args.stripes - 1);
     int m0, m_end;
     int64_t w_stripe;  // in the stacked experts' rows when grouped
     token_tile_rows(args, grouped, item / (units * args.splits), kTokens, stripe, m0, m_end, w_stripe);
-    const int st_begin = split * args.supertiles_per_split;
-    const int st_end = min(args.supertiles, st_begin + args.supertiles_per_split);
     const int st_last = st_end - 1;
     const uint2* wbase = args.words + w_stripe * args.supertiles * KB * 32 + lane;
     const uint2* sbase = args.scales + w_stripe * args.supertiles * 8 + g;
@@ -352,6 +426,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     }
     wgmma_wait_ss<0, NT>(acc);
     if (!stores) continue;  // (the next item starts with a barrier every warp reaches)
+    // A stream-K segment short of the whole K: only the item's last segment to arrive goes on.
+    if (stream_k && st_end - st_begin < args.supertiles &&
+        !reduce_stream_k_partials<NT, WARPS>(args, sk, acc, blockIdx.x, item, warp))
+      continue;
     if constexpr (kPairStores) {
       if (pair_stores && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
         store_full_tile<T, NT>(args, acc, stripe, m0, ts);
@@ -372,45 +450,16 @@ __device__ __forceinline__ WsUnit ws_unit(const WsSchedule& s, int j, int supert
   return {s.full_items + u / s.tail_splits, split, begin, min(supertiles, begin + s.per_split) - begin};
 }
 
-// A tail unit's end, per MMA warp (w8: its warp among the 8, i.e. its 16 rows): store the
-// warp's fp32 partial into slot first_slot + split (16-byte stores, a private layout), count
-// the arrival, and return false unless this is the tile's last unit to arrive; that one sums
-// the tile's `splits` partials in split order into acc (bit-identical whichever arrives
-// last) and resets the counter for the next call.
+// A tail unit's end, per MMA warp (w8: its warp among the 8, i.e. its 16 rows): the warp's
+// fp32 partial goes to slot first_slot + split (a private layout), and the tile's last unit
+// to arrive sums the `splits` partials in split order (reduce_partials_in_order).
 template <int NT>
 __device__ __forceinline__ bool reduce_tail_partials(const FusedArgs& args, float (&acc)[NT][4], int first_slot,
                                                      int split, int splits, unsigned* counter, int w8) {
-  const int lane = threadIdx.x & 31;
-  auto slot_ptr = [&](int sp) {
-    return reinterpret_cast<float4*>(args.tile_partials + int64_t(first_slot + sp) * kWsPartialTileFloats) +
-           (w8 * NT) * 32 + lane;
+  auto part = [&](int sp) {
+    return reinterpret_cast<float4*>(args.tile_partials + int64_t(first_slot + sp) * kWsPartialTileFloats) + (w8 * NT) * 32;
   };
-  float4* mine = slot_ptr(split);
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) __stcg(mine + nt * 32, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
-  __threadfence();
-  __syncwarp();
-  unsigned arrived = 0;
-  if (lane == 0) arrived = atomicAdd(counter, 1u);
-  arrived = __shfl_sync(0xffffffffu, arrived, 0);
-  if (arrived != unsigned(splits - 1)) return false;
-  __threadfence();
-  const float4* p0 = slot_ptr(0);
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const float4 v = __ldcg(p0 + nt * 32);
-    acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
-  }
-  for (int sp = 1; sp < splits; ++sp) {
-    const float4* p = slot_ptr(sp);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const float4 v = __ldcg(p + nt * 32);
-      acc[nt][0] += v.x, acc[nt][1] += v.y, acc[nt][2] += v.z, acc[nt][3] += v.w;
-    }
-  }
-  if (lane == 0) *counter = 0;  // ready for the next call on the stream
-  return true;
+  return reduce_partials_in_order<NT>(acc, split, splits, counter, part);
 }
 
 // Warp-specialised tile kernel (wgmma_tile items with n_tiles 32): CTA tiles of 8 stripes
@@ -653,6 +702,8 @@ auto with_dtype(DType t, F&& f) {
 template <int KB>
 void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stream) {
   FusedArgs a = a_in;
+  KBIT_REQUIRE(s.items != FusedItems::wgmma_stream || s.n_tiles == 8 || s.n_tiles == 16,
+               "fused linear: wgmma_stream items take n_tiles 8 or 16, got ", s.n_tiles);
   if (s.n_tiles == 32 && !a.x_vec) {  // TMA needs 16-byte aligned x: the 128-token kernel instead
     s.n_tiles = 16, s.warps = 8;
     a.tiles = (a.M + 127) / 128;
@@ -701,9 +752,20 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     KBIT_REQUIRE(a.tiles == (a.M + NT * 8 - 1) / (NT * 8), "fused linear: token tiles do not match n_tiles");
     const int64_t items = (int64_t(a.stripes) + WARPS - 1) / WARPS * a.splits * tiles_bound;
     KBIT_REQUIRE(items < (int64_t(1) << 31), "fused linear: too many work items");
-    const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
-    const size_t smem = tile_smem_bytes<KB, NT, WARPS>();
     TileArgs t{};
+    dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(items, a.max_ctas))));
+    if (s.items == FusedItems::wgmma_stream) {  // stream-K: the items' supertiles evenly over the CTAs
+      KBIT_REQUIRE(!grouped && a.splits == 1, "fused linear: wgmma_stream items take no K splits and no grouped mode");
+      t.sk = stream_k_schedule(items, a.max_ctas, a.supertiles);
+      const int64_t floats = 2 * int64_t(t.sk.ctas) * WARPS * NT * 128;
+      KBIT_REQUIRE(a.tile_partials && floats <= a.tile_partial_slots * kWsPartialTileFloats,
+                   "fused linear: wgmma_stream items need ", floats * 4, " bytes of partial tiles, the workspace has ",
+                   a.tile_partial_slots * kWsPartialTileFloats * 4, " (create it with max_m > 16 on Hopper)");
+      KBIT_REQUIRE(a.counters && items * WARPS <= a.counter_count, "fused linear: wgmma_stream items need ",
+                   items * WARPS, " counters, the workspace has ", a.counter_count);
+      grid = dim3(unsigned(t.sk.ctas));
+    }
+    const size_t smem = tile_smem_bytes<KB, NT, WARPS>();
     t.f = a;
     // TMA needs a 16-byte aligned x with rows a multiple of 16 bytes apart (x_vec).
     t.x_tma = a.x_vec;

@@ -66,3 +66,51 @@ inline WsSchedule ws_schedule(int64_t items, int64_t ctas, int supertiles, int64
 }
 
 }  // namespace kbit::cuda::detail
+
+namespace kbit::cuda::detail {
+
+// Stream-K schedule of the 64/128-token tile kernel (wgmma_stream items): the items' whole
+// K work (items x supertiles, item-major) cut into `ctas` contiguous ranges of equal length
+// (the first `extra` one supertile longer), one per persistent CTA. A CTA runs the pieces of
+// its range item by item ("segments"); an item cut by range boundaries has 2 or more
+// segments, which store fp32 partial tiles, and the last of them to arrive sums them in K
+// order (bit-identical run to run). Why: glm47 q at M = 64 has 96 tiles of 40 supertiles for
+// 132 SMs (0.73 waves); whole K splits give 192 items (1.45 waves), stream-K 29-30
+// supertiles per CTA.
+// A CTA's partial segments are at most two (its first and its last: any between are whole
+// items), so the partials take 2 x ctas slots: slot 2b for CTA b's first segment, 2b + 1 for
+// its last.
+struct StreamKSchedule {
+  int64_t work = 0;   // items x supertiles; 0: stream-K off
+  int ctas = 0;       // CTAs (ranges)
+  int supertiles = 0;
+  int64_t per_cta = 0, extra = 0;  // work / ctas, work % ctas
+  constexpr bool on() const { return work > 0; }
+  // The first supertile of CTA b's range (b = ctas: the end).
+  constexpr int64_t begin(int64_t b) const { return b * per_cta + (b < extra ? b : extra); }
+  // The CTA whose range holds work index w.
+  constexpr int64_t cta_of(int64_t w) const {
+    const int64_t long_end = extra * (per_cta + 1);
+    return w < long_end ? w / (per_cta + 1) : extra + (w - long_end) / per_cta;
+  }
+  constexpr int64_t first_cta(int64_t item) const { return cta_of(item * supertiles); }
+  constexpr int64_t last_cta(int64_t item) const { return cta_of(item * supertiles + supertiles - 1); }
+  // The partial slot of CTA b's segment of `item` (an item cut into 2 or more segments).
+  constexpr int64_t slot(int64_t b, int64_t item) const {
+    return 2 * b + (begin(b) / supertiles == item ? 0 : 1);
+  }
+};
+
+// items: tiles (stripe groups x token tiles); max_ctas: resident CTAs; supertiles per item.
+inline StreamKSchedule stream_k_schedule(int64_t items, int64_t max_ctas, int supertiles) {
+  StreamKSchedule s;
+  if (items <= 0 || max_ctas <= 0 || supertiles <= 0) return s;
+  s.work = items * supertiles;
+  s.ctas = int(std::min<int64_t>(max_ctas, s.work));
+  s.supertiles = supertiles;
+  s.per_cta = s.work / s.ctas;
+  s.extra = s.work % s.ctas;
+  return s;
+}
+
+}  // namespace kbit::cuda::detail
