@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the device: unpack build-gz/NAME.xz (scripts/carry_pack.sh) to build-dev/NAME, then run
 # the given command, e.g. scripts/device_carried.sh 'build-dev/kbit_a bench --model glm47 --m 1'.
+# Only 8 files come back from $OUT: have the command tar its results into one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build-dev "${OUT:-/tmp/kbit-out}"
