@@ -279,18 +279,15 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // cta_shuffle items not from such a table entry: token tiles of at most 16, unless the caller says.
   if (p.items == LinearItems::cta_shuffle && !o.n_tiles && !(c && c->items == LinearItems::cta_shuffle))
     p.n_tiles = std::min(p.n_tiles, cuda::detail::kCtaShuffleMaxNTiles);
-  // wgmma_tile items not from such a table entry: 64 tokens per tile up to M = 64, 128 up to
-  // M = 128, else 256 (the warp-specialised kernel); two warpgroups, unless the caller says.
-  if (p.items == LinearItems::wgmma_tile && !(c && c->items == LinearItems::wgmma_tile)) {
-    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 ? 16 : 32;
+  // Tile-kernel items (wgmma_tile, wgmma_stream) not from a table entry of their mode: 64
+  // tokens per tile up to M = 64, 128 up to M = 128, else 256 (the warp-specialised kernel,
+  // whole tiles only; stream-K stays at 128); two warpgroups, unless the caller says.
+  const bool stream_k = p.items == LinearItems::wgmma_stream;
+  if ((p.items == LinearItems::wgmma_tile || stream_k) && !(c && c->items == p.items)) {
+    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 || stream_k ? 16 : 32;
     if (!o.warps) p.warps = 8;
   }
-  // wgmma_stream items not from such a table entry: as wgmma_tile's 64- and 128-token tiles.
-  if (p.items == LinearItems::wgmma_stream && !(c && c->items == LinearItems::wgmma_stream)) {
-    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : 16;
-    if (!o.warps) p.warps = 8;
-  }
-  if (p.items == LinearItems::wgmma_stream) {
+  if (stream_k) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16, "linear: wgmma_stream items take n_tiles 8 or 16, got ", p.n_tiles);
   } else if (p.items == LinearItems::wgmma_tile) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32,
@@ -312,7 +309,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
-  p.splits = p.items == LinearItems::wgmma_stream ? 1 : detail::normalize_splits(p.splits, k, m, p.n_tiles);
+  p.splits = stream_k ? 1 : detail::normalize_splits(p.splits, k, m, p.n_tiles);  // stream-K cuts K itself
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)
     p.source = "forced";
   return p;

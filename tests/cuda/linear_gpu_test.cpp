@@ -91,22 +91,15 @@ std::vector<PathCase> tile_cases() {
   std::vector<PathCase> v;
   for (int nt : {8, 16})
     for (int warps : {4, 8})
-      for (int splits : {1, 3}) {
+      for (int splits : {1, 3, 0}) {  // 0: stream-K (wgmma_stream), the tiles' K work cut evenly over the CTAs
         LinearOptions f;
         f.path = LinearPath::fused_mma;
-        f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = LinearItems::wgmma_tile;
+        f.n_tiles = nt, f.warps = warps, f.splits = splits;
+        f.items = splits ? LinearItems::wgmma_tile : LinearItems::wgmma_stream;
         v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
-                            " splits=" + std::to_string(splits)});
+                            (splits ? " splits=" + std::to_string(splits) : std::string(" stream-K"))});
       }
   v.push_back({tile256_options(), "tile nt=32"});  // the 256-token kernel: no splits asked for
-  // Stream-K tiles (wgmma_stream): the tiles' K work cut evenly over the CTAs.
-  for (int nt : {8, 16})
-    for (int warps : {4, 8}) {
-      LinearOptions f;
-      f.path = LinearPath::fused_mma;
-      f.n_tiles = nt, f.warps = warps, f.items = LinearItems::wgmma_stream;
-      v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) + " stream-K"});
-    }
   return v;
 }
 
