@@ -287,22 +287,38 @@ TEST(GpuLinear, Tile256WholeWavesAndSplitTail) {
 // and a partial last one) and rows past N (N = 264), y and the residual with an even leading
 // dimension (4-byte pair stores) and an odd one (the generic per-element epilogue). Both
 // must match the reference and each other bit for bit.
-TEST(GpuLinear, TileBiasResidualPairStores) {
+TEST(GpuLinear, BiasResidualPairStores) {
   KBIT_SKIP_WITHOUT_GPU();
-  const int64_t n = 264, k = 512, m = 600;
-  LinearWorkspace ws({m, n, k, true});
-  // Every tile kernel shape without K splits (the pair stores' condition): 256 tokens, and
-  // 64 / 128 tokens with one or two warpgroups, whole tiles or stream-K (whose cut tiles
-  // store after the reduction of their pieces).
-  std::vector<std::pair<LinearOptions, std::string>> shapes{{tile256_options(), "nt=32"}};
+  const int64_t n = 264, k = 512, max_m = 600;
+  LinearWorkspace ws({max_m, n, k, true});
+  // Every tile kernel shape without K splits (the pair stores' condition) at M = 600: 256
+  // tokens, and 64 / 128 tokens with one or two warpgroups, whole tiles or stream-K (whose
+  // cut tiles store after the reduction of their pieces). Every fused-kernel item mode at
+  // M = 45 (a partial token tile for every n_tiles), with and without K splits (summed
+  // before the stores). N = 264: the last stripe is partial (per-element stores).
+  struct Shape {
+    LinearOptions o;
+    std::string name;
+    int64_t m;
+  };
+  std::vector<Shape> shapes{{tile256_options(), "nt=32", max_m}};
   for (LinearItems items : {LinearItems::wgmma_tile, LinearItems::wgmma_stream})
     for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}}) {
       LinearOptions t = tile256_options();
       t.n_tiles = n_tiles, t.warps = warps, t.splits = 1, t.items = items;
       shapes.push_back({t, "nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps) + " " +
-                               std::string(linear_items_name(items))});
+                               std::string(linear_items_name(items)), max_m});
     }
-  for (auto [o, shape] : shapes)
+  for (auto [items, n_tiles, warps, splits] :
+       {std::tuple{LinearItems::cta, 2, 4, 1}, {LinearItems::warp, 1, 4, 2}, {LinearItems::stripes, 2, 8, 3},
+        {LinearItems::stripes, 8, 4, 1}, {LinearItems::wgmma, 4, 4, 2}, {LinearItems::cta_shuffle, 1, 8, 1}}) {
+    LinearOptions f;
+    f.path = LinearPath::fused_mma;
+    f.n_tiles = n_tiles, f.warps = warps, f.splits = splits, f.items = items;
+    shapes.push_back({f, "nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps) + " splits=" +
+                             std::to_string(splits) + " " + std::string(linear_items_name(items)), 45});
+  }
+  for (auto [o, shape, m] : shapes)
     for (int bits : {2, 3, 4, 5})
       for (DType dt : {DType::f16, DType::bf16}) {
         const std::string what = shape + " k=" + std::to_string(bits) + " " + std::string(dtype_name(dt));

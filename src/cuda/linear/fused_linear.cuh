@@ -63,6 +63,10 @@
 // run): Qwen3 2048 x 512 M = 1, k = 3 / 4 / 5 2.86 / 2.91 / 3.13 us (3.21 / 3.24 / 3.52 with the
 // table; cuBLAS 3.34), M = 16, k = 5 3.70 (4.10); picked by the tune on every Qwen3 shape at k >= 3
 // somewhere in M = 1..16 (3-11% faster there), and on glm47 moe_gu, moe_dn at M = 16.
+// Pair stores in the epilogue (store_full_tile, 2026-12-02, A/B of the table's plans, min of
+// two rounds, 36 rows per M): M = 24 / 32 / 64 geomean 0.975 / 0.972 / 0.983, M <= 16 neutral.
+// Stream-K over stripes items (2026-12-02): slower than whole splits on every large shape
+// (glm47 q M = 16, k = 4 23.2 us against 22.7); dropped, bench/results/*session38*.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -322,10 +326,68 @@ __device__ __forceinline__ void load_weight_stage(Stage<KB>& sg, const uint2* wb
 // are permuted (kPermutedRows: accumulator row r of each 8 holds the stripe's row
 // tile_row_of(r); see there).
 __host__ __device__ constexpr int tile_row_of(int r) { return ((r & 3) << 1) | (r >> 2); }
+// Whether y, the bias and the residual allow store_full_tile's 4-byte pair stores.
+__device__ __forceinline__ bool pair_stores_allowed(const FusedArgs& args) {
+  auto aligned4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3u) == 0; };
+  return aligned4(args.y) && args.ldy % 2 == 0 && (!args.bias || aligned4(args.bias)) &&
+         (!args.residual || (aligned4(args.residual) && args.ldr % 2 == 0));
+}
+
+// The epilogue for a tile whose 16 rows are all below N (K splits already summed), with y,
+// the bias and the residual 4-byte aligned and their leading dimensions even
+// (pair_stores_allowed): rows 2p and 2p + 1 of the stripe sit in lanes l and l ^ 4 (or
+// l ^ 16 with kPermutedRows: lane G of a quarter warp holds row tile_row_of(G)); one
+// shuffle hands each lane its neighbour's value, and the lane with the even row stores
+// token t0's pair, the other token t1's, as one 4-byte store (tokens from m_end on: none).
+// Every value goes through the same operations in the same order as finish_item's generic
+// stores (scale, bias, residual, one rounding), so the results are bit-identical to them.
+// The generic stores spent ~5000 instructions per item and warp (ncu, glm47 q M = 4096,
+// 256 tokens).
+template <typename T, int NT, bool kPermutedRows>
+__device__ __forceinline__ void store_full_tile(const FusedArgs& args, const float (&acc)[NT][4], int stripe, int m0,
+                                                int m_end, float ts) {
+  constexpr int kPartner = kPermutedRows ? 16 : 4;
+  const int lane = threadIdx.x & 31, c = lane & 3;
+  const bool odd = (lane & kPartner) != 0;  // this lane's row is 2p + 1
+  const int g = kPermutedRows ? tile_row_of(lane >> 2) : lane >> 2;
+  const int row0 = stripe * 16 + (g & ~1);  // the pair's even row (and + 8)
+  const T* bias = static_cast<const T*>(args.bias);
+  const T* res = static_cast<const T*>(args.residual);
+  float b[2][2] = {};
+  if (bias) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) b[hh][e] = Element<T>::to_float(bias[row0 + 8 * hh + e]);
+  }
+  const int t_first = m0 + 2 * c + (odd ? 1 : 0);  // the token this lane stores, n-tile 0
+  T* y = static_cast<T*>(args.y) + int64_t(t_first) * args.ldy + row0;
+  const T* r = res ? res + int64_t(t_first) * args.ldr + row0 : nullptr;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {  // rows row0 + 8 hh, + 1
+      const float v0 = acc[nt][2 * hh] * ts, v1 = acc[nt][2 * hh + 1] * ts;  // tokens t0, t1 of this lane's row
+      const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, kPartner);
+      if (t_first + nt * 8 >= m_end) continue;
+      float lo = odd ? recv : v0, hi = odd ? v1 : recv;  // rows 2p, 2p + 1 of the stored token
+      if (bias) lo += b[hh][0], hi += b[hh][1];
+      if (r) {
+        const T* rp = r + int64_t(nt) * 8 * args.ldr + 8 * hh;
+        lo += Element<T>::to_float(rp[0]), hi += Element<T>::to_float(rp[1]);
+      }
+      T pair[2] = {Element<T>::from_float(lo), Element<T>::from_float(hi)};
+      *reinterpret_cast<uint32_t*>(y + int64_t(nt) * 8 * args.ldy + 8 * hh) = *reinterpret_cast<const uint32_t*>(pair);
+    }
+  }
+}
+
 // kSplits = false: the caller never splits K (no partials code, for 256-token tiles).
+// pair_stores: the caller checked pair_stores_allowed; stripes whose 16 rows are all below N
+// then store through store_full_tile.
 template <typename T, int NT, bool kPermutedRows = false, bool kSplits = true>
 __device__ __forceinline__ void finish_item(const FusedArgs& args, float (&acc)[NT][4], int stripe, int split, int m0,
-                                            int m_end, float ts) {
+                                            int m_end, float ts, bool pair_stores = false) {
   const int lane = threadIdx.x & 31, c = lane & 3;
   const int g = kPermutedRows ? tile_row_of(lane >> 2) : lane >> 2;  // the stripe's row (and + 8)
   // Splits along K: every split stores its partial; the last to arrive sums them in split order.
@@ -375,6 +437,10 @@ __device__ __forceinline__ void finish_item(const FusedArgs& args, float (&acc)[
     if (lane == 0) *counter = 0;  // ready for the next call on the stream
   }
 
+  if (pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform
+    store_full_tile<T, NT, kPermutedRows>(args, acc, stripe, m0, m_end, ts);
+    return;
+  }
   const T* bias = static_cast<const T*>(args.bias);
   const T* res = static_cast<const T*>(args.residual);
   T* y = static_cast<T*>(args.y);
@@ -477,6 +543,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   bool table_pending = kTable && kCtaLoop;  // the same in every thread of the CTA
   if constexpr (kTable && !kCtaLoop) build_pair_table();
   const float ts = meta->tensor_scale * kScalePairFactor<T>;
+  const bool pair_stores = pair_stores_allowed(args);  // 4-byte pair stores (store_full_tile)
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
   // Stripe units: single stripes, or groups of WARPS stripes (stripes items).
@@ -738,7 +805,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
       if (warp != 0) continue;
     }
 
-    finish_item<T, NT>(args, acc, stripe, split, m0, m_end, ts);
+    finish_item<T, NT>(args, acc, stripe, split, m0, m_end, ts, pair_stores);
   }
 }
 

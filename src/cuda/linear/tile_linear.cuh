@@ -51,7 +51,9 @@
 // arrive (reduce_stream_k_partials). H200, 2026-12-02, forced default plans, k = 4: M = 64
 // glm47 q 39.6 -> 37.0 us (96 tiles on 132 SMs), shared_gu 72.4 -> 64.9; M = 128 o 65.2 ->
 // 46.0, kv 46.0 -> 18.8, shared_gu 99.3 -> 79.3. Weight loads in flight are not what limits
-// the 64-token tiles: twice or three times D there made them 2-4% slower.
+// the 64-token tiles: twice or three times D there made them 2-4% slower. The stream-K
+// 64-token tiles' pair-store epilogue (2026-12-02, one run of each binary, M = 64 k = 4):
+// glm47 q 37.0 -> 35.6 us, kv 16.0 -> 14.4, qwen3 shared_dn 10.0 -> 8.5 (geomean 0.905).
 #pragma once
 
 #include <cstdlib>
@@ -133,57 +135,6 @@ __device__ __forceinline__ void fill_pair_table(uint32_t lut, const uint16_t (&c
 
 // A row of lane g's stripe row g (and g + 8): the inverse of tile_row_of.
 __device__ __forceinline__ int tile_a_row(int g) { return (g >> 1) | ((g & 1) << 2); }
-
-// The tile kernels' epilogue for a full tile (all 8 NT tokens below M, all 16 rows below N;
-// no K splits) with y, the bias and the residual 4-byte aligned and their leading dimensions even:
-// lane G of a quarter warp holds stripe row tile_row_of(G), so rows 2p and 2p + 1 sit in
-// lanes l and l ^ 16; one shuffle hands each lane its neighbour's value, and the lane with
-// the even row stores token t0's pair, the other token t1's, as one 4-byte store. Every
-// value goes through the same operations in the same order as finish_item's (scale, bias,
-// residual, one rounding), so the results are bit-identical to it. The generic epilogue
-// spent ~5000 instructions per item and warp (ncu, glm47 q M = 4096, 256 tokens).
-template <typename T, int NT>
-__device__ __forceinline__ void store_full_tile(const FusedArgs& args, const float (&acc)[NT][4], int stripe, int m0,
-                                                float ts) {
-  const int lane = threadIdx.x & 31, c = lane & 3;
-  const bool odd = (lane & 16) != 0;                                 // this lane's row is 2p + 1
-  const int row0 = stripe * 16 + (tile_row_of(lane >> 2) & ~1);     // the pair's even row (and + 8)
-  const T* bias = static_cast<const T*>(args.bias);
-  const T* res = static_cast<const T*>(args.residual);
-  float b[2][2] = {};
-  if (bias) {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) b[hh][e] = Element<T>::to_float(bias[row0 + 8 * hh + e]);
-  }
-  const int64_t t_first = m0 + 2 * c + (odd ? 1 : 0);  // the token this lane stores, n-tile 0
-  T* y = static_cast<T*>(args.y) + t_first * args.ldy + row0;
-  const T* r = res ? res + t_first * args.ldr + row0 : nullptr;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {  // rows row0 + 8 hh, + 1
-      const float v0 = acc[nt][2 * hh] * ts, v1 = acc[nt][2 * hh + 1] * ts;  // tokens t0, t1 of this lane's row
-      const float recv = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 16);
-      float lo = odd ? recv : v0, hi = odd ? v1 : recv;  // rows 2p, 2p + 1 of the stored token
-      if (bias) lo += b[hh][0], hi += b[hh][1];
-      if (r) {
-        const T* rp = r + int64_t(nt) * 8 * args.ldr + 8 * hh;
-        lo += Element<T>::to_float(rp[0]), hi += Element<T>::to_float(rp[1]);
-      }
-      T pair[2] = {Element<T>::from_float(lo), Element<T>::from_float(hi)};
-      *reinterpret_cast<uint32_t*>(y + int64_t(nt) * 8 * args.ldy + 8 * hh) = *reinterpret_cast<const uint32_t*>(pair);
-    }
-  }
-}
-
-// Whether y, the bias and the residual allow store_full_tile's 4-byte pair stores.
-__device__ __forceinline__ bool pair_stores_allowed(const FusedArgs& args) {
-  auto aligned4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3u) == 0; };
-  return aligned4(args.y) && args.ldy % 2 == 0 && (!args.bias || aligned4(args.bias)) &&
-         (!args.residual || (aligned4(args.residual) && args.ldr % 2 == 0));
-}
 
 // Token tile `tile` of `tokens` rows: its first row, its end row and the weight stripe of
 // `stripe` (0: the first). Dense: tile * tokens, M, stripe; grouped (`grouped` =
@@ -302,17 +253,19 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   // rows p and p + 4 of an atom, whose swizzles differ in bit 2 (8 distinct bank groups).
   const int a_row = 16 * wl + tile_a_row(g);
   const bool x_tma = targs.x_tma;
-  // Full tiles of 128 tokens without K splits store through store_full_tile (H200, 2026-12-01,
-  // A/B in two runs: glm47 q M = 128 k = 4 49.9 -> 46.8 us). Not at 64 tokens: there the
-  // branch cost the split items (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it
-  // gained q (39.8 -> 38.8).
-  constexpr bool kPairStores = NT == 16;
-  const bool pair_stores = args.splits == 1 && pair_stores_allowed(args);
-  uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
   // Work: items blockIdx.x, + gridDim.x, ...; or (stream-K) this CTA's range of the items'
   // supertiles, item by item, each piece a segment.
   const StreamKSchedule& sk = targs.sk;
   const bool stream_k = sk.on() && !grouped;
+  // Full tiles without K splits store through store_full_tile: 128-token tiles (H200,
+  // 2026-12-01, A/B in two runs: glm47 q M = 128 k = 4 49.9 -> 46.8 us) and stream-K
+  // 64-token tiles (2026-12-02, one binary each in one run, M = 64 k = 4: glm47 q 37.0 ->
+  // 35.6 us, qwen3 shared_dn 10.0 -> 8.5, geomean of all 18 dense projections 0.905). Not
+  // 64-token tiles with whole K splits (wgmma_tile): there the branch cost the split items
+  // (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it gained q (39.8 -> 38.8).
+  constexpr bool kPairStores = NT == 16 || NT == 8;
+  const bool pair_stores = args.splits == 1 && (NT == 16 || stream_k) && pair_stores_allowed(args);
+  uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
   int64_t next = stream_k ? sk.begin(blockIdx.x) : int64_t(blockIdx.x);
   const int64_t stop = stream_k ? sk.begin(int64_t(blockIdx.x) + 1) : int64_t(items);
 
@@ -432,7 +385,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
       continue;
     if constexpr (kPairStores) {
       if (pair_stores && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
-        store_full_tile<T, NT>(args, acc, stripe, m0, ts);
+        store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
         continue;
       }
     }
@@ -654,7 +607,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
           continue;
       }
       if (stores && full_tiles && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
-        store_full_tile<T, NT>(args, acc, stripe, m0, ts);
+        store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
       } else if (stores) {
         finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, m_end, ts);
       }
