@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/timing.h"
+#include "core/build_info.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
@@ -110,7 +111,7 @@ void run_format_bench(int64_t rows, int64_t cols, const std::string& json_path, 
   const double read_tbps = out[0].bytes / out[0].t.median_us / 1e6;
   const double copy_tbps = out[1].bytes / out[1].t.median_us / 1e6;
   std::printf("device: %s (sm_%d%d, %d SMs, %zu MB L2), CUDA runtime %d, commit %s\n", dev.name.c_str(), dev.cc_major,
-              dev.cc_minor, dev.sms, dev.l2_bytes >> 20, dev.cuda_runtime, KBIT_GIT_COMMIT);
+              dev.cc_minor, dev.sms, dev.l2_bytes >> 20, dev.cuda_runtime, kbit::detail::kGitCommit);
   std::printf("matrix %lld x %lld; every call moves > 3x L2, so one buffer set suffices\n", (long long)rows,
               (long long)cols);
   std::printf("%-11s %-5s %-16s %2s %10s %9s %8s %8s %9s %9s\n", "op", "dtype", "layout", "k", "median us", "p90 us",
@@ -131,7 +132,7 @@ void run_format_bench(int64_t rows, int64_t cols, const std::string& json_path, 
       j["TBps"] = tbps, j["frac_measured_read"] = tbps / read_tbps, j["frac_measured_copy"] = tbps / copy_tbps;
       j["frac_4p40"] = tbps / kReferenceReadTBps;
       j["device"] = dev.name, j["compute_capability"] = dev.cc_major * 10 + dev.cc_minor;
-      j["cuda_version"] = dev.cuda_runtime, j["commit"] = KBIT_GIT_COMMIT;
+      j["cuda_version"] = dev.cuda_runtime, j["commit"] = kbit::detail::kGitCommit;
       if (!r.note.empty()) j["note"] = r.note;
       *json << j.dump() << "\n";
     }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/inputs.h"
+#include "core/build_info.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -32,7 +33,7 @@ void run_hadamard_bench(const std::string& json_path, int repeats) {
   std::vector<nlohmann::json> rows;
   auto emit = [&](nlohmann::json j, const Timing& t) {
     j["median_us"] = t.median_us, j["p10_us"] = t.p10_us, j["p90_us"] = t.p90_us, j["cv_pct"] = t.cv_pct;
-    j["device"] = dev.name, j["commit"] = KBIT_GIT_COMMIT;
+    j["device"] = dev.name, j["commit"] = kbit::detail::kGitCommit;
     rows.push_back(j);
   };
   const double launch_floor = measure_launch_floor_us();

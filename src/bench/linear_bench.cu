@@ -15,6 +15,7 @@
 
 #include "bench/inputs.h"
 #include "bench/moe_bench.h"
+#include "core/build_info.h"
 #include "dispatch/cublas_gemm.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
@@ -352,7 +353,7 @@ std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
   info.device = device_info();
   info.read_tbps = measure_read_tbps();
   info.launch_floor_us = measure_launch_floor_us();
-  info.commit = KBIT_GIT_COMMIT;
+  info.commit = kbit::detail::kGitCommit;
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/inputs.h"
+#include "core/build_info.h"
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "kbit/cuda.h"
@@ -186,7 +187,7 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
         rows.push_back({{"model", o.model}, {"row", "moe_forward"}, {"tokens", t}, {"top_k", gu->active}, {"bits", bits},
                         {"experts", e}, {"routings", nr}, {"shared_expert", with_shared}, {"moe_forward_us", tf.median_us},
                         {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us}, {"device", dev.name},
-                        {"commit", KBIT_GIT_COMMIT}});
+                        {"commit", kbit::detail::kGitCommit}});
       }
     }
   }
@@ -288,7 +289,7 @@ void run_moe_bench(const MoeBenchOptions& o) {
                         {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
                         {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
                         {"kbit_effective_TBps", r.kbit_tbps}, {"kbit_items", std::string(linear_items_name(o.kbit.items))},
-                        {"device", dev.name}, {"commit", KBIT_GIT_COMMIT}});
+                        {"device", dev.name}, {"commit", kbit::detail::kGitCommit}});
       }
   }
   run_moe_forward_rows(o, shapes, dev, rows);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/inputs.h"
+#include "core/build_info.h"
 #include "bench/timing.h"
 #include "cpu/parallel.h"
 #include "cuda/common.cuh"
@@ -313,7 +314,7 @@ std::string skinny_row_json(const SkinnyBenchRow& r) {
                       {"cv_pct", r.cv_pct}, {"samples_us", r.samples_us}, {"valid", r.valid}, {"cosine", r.cosine},
                       {"max_abs_error", r.max_abs_error}, {"max_scaled_error", r.max_scaled_error},
                       {"registers_per_thread", r.registers_per_thread}, {"spill_bytes", r.spill_bytes},
-                      {"commit", KBIT_GIT_COMMIT}};
+                      {"commit", kbit::detail::kGitCommit}};
   if (!r.error.empty()) j["error"] = r.error;
   return j.dump();
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "core/build_info.h"
 #include "kbit/error.h"
 
 namespace kbit::tools {
@@ -14,7 +15,7 @@ bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 int main(int argc, char** argv) {
   CLI::App app{"kbit: 2-5 bit codebook quantization of LLM weights, with fast GPU kernels.\n"
                "With no command, runs `kbit demo`."};
-  app.set_version_flag("--version", std::string("kbit 0.1.0 (") + KBIT_GIT_COMMIT + ")");
+  app.set_version_flag("--version", std::string("kbit 0.1.0 (") + kbit::detail::kGitCommit + ")");
   kbit::tools::add_demo_command(app);
   kbit::tools::add_quantize_command(app);
   kbit::tools::add_inspect_command(app);
