@@ -263,7 +263,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   // 35.6 us, qwen3 shared_dn 10.0 -> 8.5, geomean of all 18 dense projections 0.905). Not
   // 64-token tiles with whole K splits (wgmma_tile): there the branch cost the split items
   // (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it gained q (39.8 -> 38.8).
-  constexpr bool kPairStores = NT == 16 || NT == 8;
   const bool pair_stores = args.splits == 1 && (NT == 16 || stream_k) && pair_stores_allowed(args);
   uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
   int64_t next = stream_k ? sk.begin(blockIdx.x) : int64_t(blockIdx.x);
@@ -383,11 +382,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     if (stream_k && st_end - st_begin < args.supertiles &&
         !reduce_stream_k_partials<NT, WARPS>(args, sk, acc, blockIdx.x, item, warp))
       continue;
-    if constexpr (kPairStores) {
-      if (pair_stores && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
-        store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
-        continue;
-      }
+    if (pair_stores && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
+      store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
+      continue;
     }
     finish_item<T, NT, true>(args, acc, stripe, split, m0, m_end, ts);
   }
