@@ -54,6 +54,8 @@
 // the 64-token tiles: twice or three times D there made them 2-4% slower. The stream-K
 // 64-token tiles' pair-store epilogue (2026-12-02, one run of each binary, M = 64 k = 4):
 // glm47 q 37.0 -> 35.6 us, kv 16.0 -> 14.4, qwen3 shared_dn 10.0 -> 8.5 (geomean 0.905).
+// Pair stores for partial token tiles too (2026-12-02, two runs of each binary): Qwen3 moe_dn
+// T = 4096 k = 4 664 -> 512 us (cuBLAS grouped bf16 ~560), dense M = 100 Kimi latent 40.7 -> 33.5.
 #pragma once
 
 #include <cstdlib>
@@ -257,13 +259,16 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   // supertiles, item by item, each piece a segment.
   const StreamKSchedule& sk = targs.sk;
   const bool stream_k = sk.on() && !grouped;
-  // Full tiles without K splits store through store_full_tile: 128-token tiles (H200,
-  // 2026-12-01, A/B in two runs: glm47 q M = 128 k = 4 49.9 -> 46.8 us) and stream-K
-  // 64-token tiles (2026-12-02, one binary each in one run, M = 64 k = 4: glm47 q 37.0 ->
-  // 35.6 us, qwen3 shared_dn 10.0 -> 8.5, geomean of all 18 dense projections 0.905). Not
-  // 64-token tiles with whole K splits (wgmma_tile): there the branch cost the split items
-  // (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it gained q (39.8 -> 38.8).
-  const bool pair_stores = args.splits == 1 && (NT == 16 || stream_k) && pair_stores_allowed(args);
+  // Tiles without K splits store through store_full_tile (which skips tokens from m_end on,
+  // so partial token tiles too): 128-token tiles (H200, 2026-12-01, A/B in two runs: glm47 q
+  // M = 128 k = 4 49.9 -> 46.8 us), stream-K 64-token tiles (2026-12-02, one binary each in
+  // one run, M = 64 k = 4: glm47 q 37.0 -> 35.6 us, qwen3 shared_dn 10.0 -> 8.5, geomean of
+  // all 18 dense projections 0.905) and grouped tiles, nearly all partial (2026-12-02, two
+  // runs of each binary, k = 4: Qwen3 moe_dn T = 4096 664 -> 512 us, GLM-4.7 1489 -> 1309).
+  // Not 64-token tiles with whole K splits (wgmma_tile): there the branch cost the split
+  // items (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it gained q (39.8 -> 38.8).
+  const bool pair_stores =
+      args.splits == 1 && (NT == 16 || stream_k || grouped != nullptr) && pair_stores_allowed(args);
   uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
   int64_t next = stream_k ? sk.begin(blockIdx.x) : int64_t(blockIdx.x);
   const int64_t stop = stream_k ? sk.begin(int64_t(blockIdx.x) + 1) : int64_t(items);
@@ -382,7 +387,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     if (stream_k && st_end - st_begin < args.supertiles &&
         !reduce_stream_k_partials<NT, WARPS>(args, sk, acc, blockIdx.x, item, warp))
       continue;
-    if (pair_stores && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
+    if (pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform
       store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
       continue;
     }
@@ -603,7 +608,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
                                       args.counters + tail_tile * 8 + w8, w8))
           continue;
       }
-      if (stores && full_tiles && m0 + kTokens <= m_end && stripe * 16 + 16 <= args.N) {  // warp-uniform
+      if (stores && full_tiles && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past m_end: skipped)
         store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
       } else if (stores) {
         finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, m_end, ts);
