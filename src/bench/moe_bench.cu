@@ -114,7 +114,8 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
   const bool shared = sgu && sdn && sgu->K == hidden && sdn->N == hidden && sgu->N == 2 * sdn->K;
   std::printf("\nkbit::moe_forward (route, gather, gate+up, SwiGLU, down, combine%s) in one graph, against its GEMMs alone\n",
               shared ? "; shared expert" : "");
-  std::printf("%5s %2s %8s %14s %12s %8s\n", "T", "k", "shared", "moe_forward us", "GEMMs us", "ratio");
+  std::printf("%5s %2s %8s %14s %12s %8s %9s %10s\n", "T", "k", "shared", "moe_forward us", "GEMMs us", "ratio",
+              "route us", "combine us");
   for (int bits : o.bits) {
     const QuantizedMatrix wgu = stacked_experts(e, gu->N, hidden, bits, 81), wdn = stacked_experts(e, hidden, inter, bits, 82);
     QuantizedMatrix wsgu, wsdn;
@@ -182,11 +183,27 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
               }
             },
             to);
-        std::printf("%5lld %2d %8s %14.2f %12.2f %7.2fx\n", (long long)t, bits, with_shared ? "yes" : "no", tf.median_us,
-                    tg.median_us, tf.median_us / tg.median_us);
+        // The parts around the GEMMs, each alone in its graph: the routing (one kernel at
+        // decode sizes) and the weighted combine (over the routing of the first logits).
+        const DeviceRouting rt = ws.routing();
+        const Timing tr = time_graph(
+            [&](cudaStream_t s, int call) {
+              cuda::route(static_cast<const float*>(ld[size_t(call) % nr].data()), t, e, gu->active, mo.routing, rt, s);
+            },
+            to);
+        cuda::route(static_cast<const float*>(ld[0].data()), t, e, gu->active, mo.routing, rt, nullptr);
+        const Timing tc = time_graph(
+            [&](cudaStream_t s, int) {
+              cuda::combine(TensorView{out.data(), DType::bf16, pairs, hidden}, rt, gu->active,
+                            MutableTensorView{yd.data(), DType::bf16, t, hidden}, false, s);
+            },
+            to);
+        std::printf("%5lld %2d %8s %14.2f %12.2f %7.2fx %9.2f %10.2f\n", (long long)t, bits, with_shared ? "yes" : "no",
+                    tf.median_us, tg.median_us, tf.median_us / tg.median_us, tr.median_us, tc.median_us);
         rows.push_back({{"model", o.model}, {"row", "moe_forward"}, {"tokens", t}, {"top_k", gu->active}, {"bits", bits},
                         {"experts", e}, {"routings", nr}, {"shared_expert", with_shared}, {"moe_forward_us", tf.median_us},
-                        {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us}, {"device", dev.name},
+                        {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us},
+                        {"route_alone_us", tr.median_us}, {"combine_alone_us", tc.median_us}, {"device", dev.name},
                         {"commit", kbit::detail::kGitCommit}});
       }
     }

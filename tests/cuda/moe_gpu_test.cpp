@@ -58,7 +58,9 @@ TEST(GpuRouting, MatchesTheCpuReferenceExactlyAndIsBitIdentical) {
   std::normal_distribution<float> nd(0.f, 2.f);
   for (int64_t experts : {1, 8, 160, 512})
     for (int top_k : {1, 2, 8, 10})
-      for (int64_t tokens : {1, 16, 300, 4096})
+      // Up to 64 tokens one CTA selects and orders: by counting up to 256 pairs (T = 1, 16, and
+      // 64 with top_k <= 2), by histograms above (64 with top_k 8, 10); then two kernels.
+      for (int64_t tokens : {1, 16, 64, 300, 4096})
         for (int pattern = 0; pattern < 3; ++pattern) {  // random, skewed to the last experts, ties everywhere
           if (top_k > experts) continue;
           std::vector<float> l(size_t(tokens * experts));

@@ -12,10 +12,16 @@
 // warps, then over experts (block scan) gives offsets and each warp's first row per
 // expert; each warp then places its pairs in order (rank = earlier lanes of the same
 // expert). Stable and deterministic. Shared memory 16 x E x 4 bytes (64 KB at E = 1024).
+// Up to 256 pairs (decode) the CTA counts instead (order_pairs_small): each pair's row and
+// each expert's offset by one thread over the pairs' experts in shared memory.
 // Gather and combine: one CTA per row, 16-byte accesses where aligned. SwiGLU: elementwise.
 // Checked against the CPU routing exactly (tests/cuda/moe_gpu_test.cpp; H200, commits
-// 691ca52 and 3ce1160, memcheck clean). Inside kbit::moe_forward at T = 1 (GLM-4.7,
-// k = 4, b216b93) routing and combine cost ~13 us over the two grouped GEMMs (43.3 us).
+// 691ca52 and 3ce1160, and 2026-12-02; memcheck and racecheck clean). One decode token's
+// routing alone in a graph (H200, 2026-12-02): GLM-4.7 (E = 160, top-8) 9.0 -> 4.6 us with
+// the argmax rounds over E / 32 logits per lane and the counting order, Qwen3-Coder-Next
+// (E = 512, top-10) 10.7 -> 7.6; the combine 2.0. kbit::moe_forward at T = 1, k = 4 without
+// the shared expert: GLM-4.7 53.3 -> 49.5 us against its GEMMs' 41.0.
+#include <algorithm>
 #include <climits>
 
 #include "../common.cuh"
@@ -33,6 +39,12 @@ __device__ __forceinline__ void select_token(const float* __restrict__ logits, i
                                              int softmax_all, int32_t* expert, float* weight) {
   const int lane = int(threadIdx.x & 31);
   const float* l = logits + int64_t(t) * experts;
+  // The argmax rounds below run over j < jn = ceil(E / 32) only: they are serial chains
+  // over j, and all 32 took one GLM-4.7 token's routing to ~9 us (H200, 2026-12-02; 4.6
+  // now). Not the loads: they stay one unrolled run without exits, so that all are in flight
+  // at once (with an exit per j the loads went one after another: Qwen3's 512 logits took
+  // 10.7 -> 19.2 us).
+  const int jn = (experts + 31) >> 5;
   float v[32];
   uint32_t taken = 0;  // bit j: logit lane + 32 j is selected or past E
 #pragma unroll
@@ -49,6 +61,7 @@ __device__ __forceinline__ void select_token(const float* __restrict__ logits, i
     int bi = INT_MAX;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
+      if (j >= jn) break;
       const int e = lane + 32 * j;
       if (!((taken >> j) & 1u) && (v[j] > bv || (v[j] == bv && e < bi))) bv = v[j], bi = e;
     }
@@ -65,8 +78,10 @@ __device__ __forceinline__ void select_token(const float* __restrict__ logits, i
   float part = 0.0f;
   if (softmax_all) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j)
+    for (int j = 0; j < 32; ++j) {
+      if (j >= jn) break;
       if (lane + 32 * j < experts) part += expf(v[j] - top);
+    }
   } else if (lane < top_k) {
     part = expf(my_val - top);
   }
@@ -161,6 +176,41 @@ __device__ __forceinline__ void order_pairs(const int32_t* expert, int pairs, in
   }
 }
 
+// order_pairs for up to kOrderSmallMaxPairs pairs (decode): pair p's row is the number of
+// pairs with a lower expert plus those before p with the same one, and offsets[e] the number
+// of pairs with an expert below e, each counted by one thread over the pairs' experts in
+// shared memory (broadcast reads, four per load). Same results as order_pairs, without its
+// per-warp histograms of E entries and their serial prefixes over the 16 warps.
+constexpr int kOrderSmallMaxPairs = 256;
+__device__ __forceinline__ void order_pairs_small(const int32_t* expert, int pairs, int experts,
+                                                  int32_t* __restrict__ offsets, int32_t* __restrict__ sorted_pair,
+                                                  int32_t* __restrict__ pair_row, int32_t* smem) {
+  const int tid = int(threadIdx.x), padded = (pairs + 3) & ~3;
+  for (int i = tid; i < padded; i += int(blockDim.x)) smem[i] = i < pairs ? expert[i] : INT_MAX;  // pads: above any expert
+  __syncthreads();
+  const int4* experts4 = reinterpret_cast<const int4*>(smem);
+  for (int p = tid; p < pairs; p += int(blockDim.x)) {
+    const int e = smem[p];
+    int row = 0;
+    for (int i = 0; i < padded / 4; ++i) {
+      const int4 q = experts4[i];
+      const int q0 = 4 * i;
+      row += (q.x < e || (q.x == e && q0 < p)) + (q.y < e || (q.y == e && q0 + 1 < p)) +
+             (q.z < e || (q.z == e && q0 + 2 < p)) + (q.w < e || (q.w == e && q0 + 3 < p));
+    }
+    pair_row[p] = row;
+    sorted_pair[row] = p;
+  }
+  for (int e = tid; e <= experts; e += int(blockDim.x)) {  // offsets[E] = pairs: every expert is below E
+    int below = 0;
+    for (int i = 0; i < padded / 4; ++i) {
+      const int4 q = experts4[i];
+      below += (q.x < e) + (q.y < e) + (q.z < e) + (q.w < e);
+    }
+    offsets[e] = below;
+  }
+}
+
 __global__ void __launch_bounds__(kOrderWarps * 32)
     route_order_kernel(const int32_t* __restrict__ expert, int pairs, int experts, int32_t* __restrict__ offsets,
                        int32_t* __restrict__ sorted_pair, int32_t* __restrict__ pair_row) {
@@ -178,7 +228,11 @@ __global__ void __launch_bounds__(kOrderWarps * 32)
   for (int t = int(threadIdx.x >> 5); t < tokens; t += kOrderWarps)
     select_token(logits, t, experts, top_k, softmax_all, expert, weight);
   __syncthreads();  // the experts written above are visible to the whole CTA
-  order_pairs(expert, tokens * top_k, experts, offsets, sorted_pair, pair_row, smem);
+  if (tokens * top_k <= kOrderSmallMaxPairs) {
+    order_pairs_small(expert, tokens * top_k, experts, offsets, sorted_pair, pair_row, smem);
+  } else {
+    order_pairs(expert, tokens * top_k, experts, offsets, sorted_pair, pair_row, smem);
+  }
 }
 
 template <typename T>
@@ -254,8 +308,9 @@ void route(const float* logits, int64_t tokens, int64_t experts, int top_k, Rout
     KBIT_REQUIRE(reinterpret_cast<uintptr_t>(logits) % 4 == 0, "routing: logits are not 4-byte aligned");
   }
   if (tokens > 0 && tokens <= kRouteSmallMaxTokens) {
-    allow_order_smem(route_small_kernel, smem);
-    route_small_kernel<<<1, kOrderWarps * 32, smem, stream>>>(logits, int(tokens), int(experts), top_k, softmax_all,
+    const size_t small_smem = std::max(smem, size_t(kOrderSmallMaxPairs) * sizeof(int32_t));  // order_pairs_small's copy
+    allow_order_smem(route_small_kernel, small_smem);
+    route_small_kernel<<<1, kOrderWarps * 32, small_smem, stream>>>(logits, int(tokens), int(experts), top_k, softmax_all,
                                                               out.expert, out.weight, out.offsets, out.sorted_pair,
                                                               out.pair_row);
     detail::check_launch("routing kernel");
