@@ -56,7 +56,8 @@ TEST(GpuRouting, MatchesTheCpuReferenceExactlyAndIsBitIdentical) {
   KBIT_SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 2.f);
-  for (int64_t experts : {1, 8, 160, 512})
+  // E: 8 and 160 hold 8 logits per lane, 512 16, 1000 32 (select_token_in's three widths).
+  for (int64_t experts : {1, 8, 160, 512, 1000})
     for (int top_k : {1, 2, 8, 10})
       // Up to 64 tokens one CTA selects and orders: by counting up to 256 pairs (T = 1, 16, and
       // 64 with top_k <= 2), by histograms above (64 with top_k 8, 10); then two kernels.
