@@ -565,7 +565,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   } else {  // MMA warpgroups: rows 64 (wg - 1) .. + 63 of the tile
     const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
     const uint32_t a_rows = uint32_t(wg - 1) * 64 * 128;
-    const bool full_tiles = pair_stores_allowed(args);  // 4-byte pair stores (store_full_tile)
+    const bool pair_stores = pair_stores_allowed(args);  // 4-byte pair stores (store_full_tile), full or partial tiles
     uint32_t it = 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
     for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
@@ -608,7 +608,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
                                       args.counters + tail_tile * 8 + w8, w8))
           continue;
       }
-      if (stores && full_tiles && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past m_end: skipped)
+      if (stores && pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past m_end: skipped)
         store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
       } else if (stores) {
         finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, m_end, ts);
