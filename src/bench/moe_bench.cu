@@ -305,7 +305,7 @@ void run_moe_bench(const MoeBenchOptions& o) {
         rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
                         {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
                         {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
-                        {"kbit_effective_TBps", r.kbit_tbps}, {"kbit_items", std::string(linear_items_name(o.kbit.items))},
+                        {"kbit_effective_TBps", r.kbit_tbps}, {"kbit_items", std::string(linear_items_name(o.kbit.items))}, {"kbit_tile_rows", o.kbit.tile_rows},
                         {"device", dev.name}, {"commit", kbit::detail::kGitCommit}});
       }
   }

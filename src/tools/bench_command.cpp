@@ -197,6 +197,8 @@ void add_bench_command(CLI::App& app) {
   mcmd->add_option("--n-tiles", moe->kbit.n_tiles,
                    "token tiles of 8 rows per item (0: from the rows per expert; wgmma_tile 8, 16 or 32)");
   mcmd->add_option("--warps", moe->kbit.warps, "warps per CTA, 4 or 8 (0: the plan's)");
+  mcmd->add_option("--tile-rows", moe->kbit.tile_rows,
+                   "the grouped GEMV's rows per tile, 1, 2 or 4 (0: from the rows per expert)");
   mcmd->callback([moe, moe_items] {
     moe->kbit.items = parse_linear_items(*moe_items);
     KBIT_REQUIRE(moe->repeats > 0, "--repeats must be positive");

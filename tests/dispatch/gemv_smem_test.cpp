@@ -23,7 +23,7 @@ TEST(GemvSmem, RegionsAreApartAlignedAndInside) {
             const GemvSmem s = gemv_smem_map(bits, rows, k, base, experts);
             const int64_t supertiles = (k + 127) / 128;
             const int64_t x_end = s.x + rows * supertiles * 256;
-            const int64_t table_bytes = experts ? (experts + 4) / 4 * 16 : 0;
+            const int64_t table_bytes = experts ? (2 * (experts + 1) + kGemvWarps) * 4 : 0;
             const Region lut{s.lut, s.lut + gemv_lut_bytes(bits)};
             const Region xs{s.x, s.tile_table + table_bytes};
             SCOPED_TRACE(testing::Message() << "k=" << bits << " rows=" << rows << " K=" << k << " base=" << base

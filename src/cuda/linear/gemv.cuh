@@ -68,6 +68,13 @@
 // session; h200-ab-gemv-tensor-products-session35.txt): glm47 q M = 4 k = 2 / 4 / 5
 // 16.4 / 16.8 / 21.0 us (the dispatcher's fused plan was 19.1 / 18.2 / 24.2), M = 2 k = 4
 // 15.9 (16.3); M = 1 unchanged (q 12.9 at k = 2, 14.0 at k = 4).
+// Grouped start (H200, 2026-12-02, fortieth session; h200-gemv-probe-grouped-start-session40.txt):
+// the first weight requests waited ~1.2 us longer than dense ones (the offsets, two CTA
+// barriers around a serial prefix, a binary search) and x was staged ~1.6 us later. Now the
+// pair table is built while the offsets are in flight, the tile table is a parallel scan,
+// the expert search two ballots, x requested before the weights, and segments of a few
+// units go whole to one warp: k = 4, GLM-4.7 moe_dn T = 1 16.6 -> 16.1-16.2 us, moe_gu
+// 25.2 -> 25.0; Qwen3-Coder-Next moe_dn T = 1 9.9 -> 8.2-8.4, moe_gu 11.4 -> 10.3.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -225,6 +232,44 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
   }
 }
 
+// GROUPED: the tile table in shared memory from the device offsets: tile_start[e], the
+// first tile of expert e (tiles of `rows` rows), and row_start[e] = offsets[e], for e in
+// 0..experts. One thread per expert and pass (one pass up to 512 experts): a warp scan of
+// the tile counts, the warps' totals through shared memory, two CTA barriers per pass.
+// (The fused kernel's build_tile_table has warp 0 walk ceil(E / 32) experts per lane,
+// a serial chain of shared-memory loads, 17 per lane at E = 512.)
+// `meanwhile` runs once, between the first pass's offset loads and their use.
+template <typename Meanwhile>
+__device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, int experts, int rows,
+                                                      int32_t* tile_start, int32_t* row_start, int32_t* warp_tiles,
+                                                      Meanwhile&& meanwhile) {
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  int carry = 0;  // tiles before this pass's first expert
+  for (int e0 = 0; e0 < experts; e0 += kGemvWarps * 32) {
+    const int e = e0 + int(threadIdx.x);
+    int lo = 0, hi = 0;
+    if (e < experts) lo = offsets[e], hi = offsets[e + 1];
+    if (e0 == 0) meanwhile();
+    const int count = (hi - lo + rows - 1) / rows;
+    int incl = count;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += o;
+    }
+    if (lane == 31) warp_tiles[warp] = incl;
+    __syncthreads();
+    const int w_tiles = lane < kGemvWarps ? warp_tiles[lane] : 0;
+    const int before = carry + __reduce_add_sync(0xffffffffu, lane < warp ? w_tiles : 0);
+    if (e < experts) {
+      tile_start[e] = before + incl - count, row_start[e] = lo;
+      if (e == experts - 1) tile_start[experts] = before + incl, row_start[experts] = hi;
+    }
+    carry += __reduce_add_sync(0xffffffffu, w_tiles);
+    __syncthreads();  // warp_tiles is rewritten by the next pass; the table is complete after the last
+  }
+}
+
 // GROUPED (kbit::expert_linear): W stacks args.experts matrices of args.stripes stripes,
 // x and y are [args.M, *] rows in expert order, expert e owning rows [offsets[e],
 // offsets[e + 1]) (device memory). The units are (tile of M rows of one non-empty
@@ -261,25 +306,89 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const int US = args.stripes * int(S);  // units per tile (one matrix)
   int64_t U = US;                        // all units
   int active_warps = launch.active_warps;
-  int32_t* tile_start = reinterpret_cast<int32_t*>(smem + launch.tile_table_off);  // GROUPED: [experts + 1]
+  // The pair table from the normalised fp16 codebook in the arguments. k = 5: lane l holds
+  // level l (one parameter load per thread) and the 16 rounds of the table take their
+  // levels by shuffle, where indexed parameter loads (32 addresses per warp, served one
+  // at a time by the constant cache) made the call 1-2.4% slower (H200 A/B, 2026-12-01).
+  // k = 2..4 keep the parameter loads (4-16 addresses): shuffles were slower at k = 2
+  // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
+  // the weight requests instead (table 1-2 us later).
+  // Grouped calls build it while the tile table's offsets are in flight, dense calls after
+  // the first weight requests.
+  static_assert((1 << (2 * 5)) * 8 % kThreads == 0, "the k = 5 table loop runs whole warps (the shuffles)");
+  uint32_t lut_lane = 0;
+  auto build_pair_table = [&] {
+    [[maybe_unused]] const uint32_t cb_lane = KB == 5 ? uint32_t(args.codebook16[lane]) : 0u;
+    auto level = [&](int i) -> uint32_t {
+      if constexpr (KB == 5) {
+        return __shfl_sync(0xffffffffu, cb_lane, i);  // every lane of the warp is here (loops of whole CTAs)
+      } else {
+        return args.codebook16[i];
+      }
+    };
+    if constexpr (KB == 2) {
+      const uint32_t lut = sbase + uint32_t(lut_off);
+      if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+      for (int i = int(threadIdx.x); i < 256 * 16; i += kThreads) {  // 16 x 16 bytes per entry (32 lanes)
+        // quad code b: pair 0 = (b & 3, b >> 4 & 3), pair 1 = (b >> 2 & 3, b >> 6 & 3)
+        const int b = i >> 4;
+        const uint32_t p0 = level(b & 3) | level((b >> 4) & 3) << 16;
+        const uint32_t p1 = level((b >> 2) & 3) | level((b >> 6) & 3) << 16;
+        sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
+      }
+      lut_lane = lut + uint32_t(lane) * 8;
+    } else if constexpr (KB == 3 || KB == 4) {
+      const uint32_t lut = sbase + uint32_t(lut_off);
+      if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+      constexpr int mask = (1 << KB) - 1;
+      for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
+        const int e = i >> 3;
+        const uint32_t v = level(e & mask) | level((e >> KB) & mask) << 16;
+        sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
+      }
+      lut_lane = lut + uint32_t(lane) * 4;
+    } else {  // 2^(2k) pair codes x 32 lanes
+      const uint32_t lut = sbase + uint32_t(lut_off);
+      for (int i = int(threadIdx.x); i < (1 << (2 * KB)) * 8; i += kThreads) {
+        const int entry = i >> 3;
+        const uint32_t v = level(entry & ((1 << KB) - 1)) | level(entry >> KB) << 16;
+        sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
+      }
+      lut_lane = lut + uint32_t(lane) * 4;
+    }
+  };
+  // GROUPED: [experts + 1] each (build_gemv_tile_table), then the scan's per-warp counts.
+  int32_t* tile_start = reinterpret_cast<int32_t*>(smem + launch.tile_table_off);
+  int32_t* row_start = tile_start + args.experts + 1;
   if constexpr (GROUPED) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    build_tile_table(args.expert_offsets, args.experts, M, tile_start);
+    // The pair table is built while the offsets are in flight.
+    build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1,
+                          build_pair_table);
     U = int64_t(tile_start[args.experts]) * US;
-    active_warps = int(min(int64_t(gridDim.x) * kGemvWarps, U));
+    // Whole segments, one per warp, where an even share would save a warp at most
+    // kGemvSplitSlack units: a split segment's pieces meet through a counter and a second
+    // pass, which costs about that much.
+    const int all_warps = int(gridDim.x) * kGemvWarps, segments = tile_start[args.experts] * args.stripes;
+    const int even_share = int((U + all_warps - 1) / all_warps);
+    active_warps = segments < all_warps && int(S) <= even_share + kGemvSplitSlack ? segments
+                                                                                 : int(min(int64_t(all_warps), U));
     if (U == 0) return;
   }
   // GROUPED: the expert of a tile (the last e whose first tile is <= it) and its first row.
+  // The tile is the same in every lane and all 32 lanes call: two rounds of one shared load
+  // and a ballot (experts in 32 slots of ceil(E / 32), then within the slot), where a binary
+  // search was ~8 dependent shared loads (log2 E) on the way to the first weight requests.
   auto expert_of = [&](int tile) {
-    int lo = 0, hi = args.experts - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (tile_start[mid] <= tile) lo = mid; else hi = mid - 1;
-    }
-    return lo;
+    const int per = (args.experts + 31) >> 5;
+    const int c = lane * per;
+    const unsigned slots = __ballot_sync(0xffffffffu, c < args.experts && tile_start[c] <= tile);  // bit 0: start 0
+    const int base = (31 - __clz(slots)) * per, f = base + lane;
+    const unsigned within = __ballot_sync(0xffffffffu, lane < per && f < args.experts && tile_start[f] <= tile);
+    return base + 31 - __clz(within);
   };
-  auto first_row = [&](int tile, int e) { return args.expert_offsets[e] + (tile - tile_start[e]) * M; };
+  auto first_row = [&](int tile, int e) { return row_start[e] + (tile - tile_start[e]) * M; };
   const int wg = int(blockIdx.x) * kGemvWarps + warp;
   const bool active = wg < active_warps;
   // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
@@ -295,6 +404,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   };
   const int u0 = active ? range_start(wg) : 0;
   const int u1 = active ? range_start(wg + 1) : 0;
+  if constexpr (GROUPED) {
+    if (int(blockIdx.x) * kGemvWarps >= active_warps) return;  // the whole CTA has no units
+  }
 
   // The first D units of weights: they do not depend on the previous kernel.
   using StageT = Stage<KB>;
@@ -330,22 +442,38 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       load_stage(sg, u);
     }
   };
-  // Dense without PDL: x's first batch of chunks is requested before the weights. Its data
-  // still arrives ~3.1 us after entry, behind the grid's first ~6 MB of weight requests, hot
-  // or cold x alike (probe, 2026-12-02); issuing the weights later measured slower (4e73e85).
-  // With PDL, x may not be written yet.
+  // x's first batch of chunks is requested before the weights: dense calls without PDL
+  // (with PDL, x may not be written yet) and grouped calls (below; they have waited for the
+  // previous kernel already). Its data still arrives ~3.1 us after entry, behind the grid's
+  // first ~6 MB of weight requests, hot or cold x alike (probe, 2026-12-02); issuing the
+  // weights later measured slower (4e73e85).
   // (Two chunks, no SwiGLU half: few registers live across the weight requests; M = 1
   // up to K = 8192 is all of x.)
   constexpr int kXBatch = 4, kXEarly = 2;  // chunks of 8 columns per thread in flight
   const int x_row_chunks = int(S * 16), x_chunks = launch.x_rows * x_row_chunks;  // 16 | row_chunks
   const bool early_x = !GROUPED && !args.pdl && !args.x_swiglu;
   uint4 x_early[kXEarly];
-  if (early_x) {
+  auto request_early_x = [&](int row_base) {
 #pragma unroll
     for (int b = 0; b < kXEarly; ++b) {
       const int chunk = int(threadIdx.x) + b * kThreads;
-      if (chunk < x_chunks) x_early[b] = load_x8_raw(args, chunk / x_row_chunks, chunk % x_row_chunks * 8).a;
+      if (chunk < x_chunks) x_early[b] = load_x8_raw(args, row_base + chunk / x_row_chunks, chunk % x_row_chunks * 8).a;
     }
+  };
+  if (early_x) request_early_x(0);
+  // GROUPED: the CTA stages only the rows of the tiles its units span (launch.x_rows at
+  // most, rows past args.M are zeros), from row_base on. Its first chunks are requested
+  // before the weights, as in dense calls. (After the weights measured 1-2% faster at T = 1
+  // and 2-4% slower at T = 16 on GLM-4.7, H200, 2026-12-02; not understood, the loop's
+  // work is the same; bench/results/h200-ab-grouped-gemv-start-v5-session40.jsonl.)
+  int row_base = 0;
+  if constexpr (GROUPED) {
+    const int w_first = int(blockIdx.x) * kGemvWarps, w_last = min(w_first + kGemvWarps, active_warps) - 1;
+    const int cu0 = range_start(w_first), cu1 = range_start(w_last + 1);
+    const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
+    row_base = first_row(t_first, expert_of(t_first));
+    if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
+    if (!args.x_swiglu) request_early_x(row_base);
   }
   if (active) {
 #pragma unroll
@@ -353,54 +481,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   stamp(kProbeLoadsIssued);
 
-  // The pair table from the normalised fp16 codebook in the arguments. k = 5: lane l holds
-  // level l (one parameter load per thread) and the 16 rounds of the table take their
-  // levels by shuffle, where indexed parameter loads (32 addresses per warp, served one
-  // at a time by the constant cache) made the call 1-2.4% slower (H200 A/B, 2026-12-01).
-  // k = 2..4 keep the parameter loads (4-16 addresses): shuffles were slower at k = 2
-  // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
-  // the weight requests instead (table 1-2 us later).
-  [[maybe_unused]] const uint32_t cb_lane = KB == 5 ? uint32_t(args.codebook16[lane]) : 0u;
-  static_assert((1 << (2 * 5)) * 8 % kThreads == 0, "the k = 5 table loop runs whole warps (the shuffles)");
-  auto level = [&](int i) -> uint32_t {
-    if constexpr (KB == 5) {
-      return __shfl_sync(0xffffffffu, cb_lane, i);  // every lane of the warp is here (loops of whole CTAs)
-    } else {
-      return args.codebook16[i];
-    }
-  };
-  uint32_t lut_lane = 0;
-  if constexpr (KB == 2) {
-    const uint32_t lut = sbase + uint32_t(lut_off);
-    if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
-    for (int i = int(threadIdx.x); i < 256 * 16; i += kThreads) {  // 16 x 16 bytes per entry (32 lanes)
-      // quad code b: pair 0 = (b & 3, b >> 4 & 3), pair 1 = (b >> 2 & 3, b >> 6 & 3)
-      const int b = i >> 4;
-      const uint32_t p0 = level(b & 3) | level((b >> 4) & 3) << 16;
-      const uint32_t p1 = level((b >> 2) & 3) | level((b >> 6) & 3) << 16;
-      sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
-    }
-    lut_lane = lut + uint32_t(lane) * 8;
-  } else if constexpr (KB == 3 || KB == 4) {
-    const uint32_t lut = sbase + uint32_t(lut_off);
-    if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
-    constexpr int mask = (1 << KB) - 1;
-    for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
-      const int e = i >> 3;
-      const uint32_t v = level(e & mask) | level((e >> KB) & mask) << 16;
-      sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
-    }
-    lut_lane = lut + uint32_t(lane) * 4;
-  } else {  // 2^(2k) pair codes x 32 lanes
-    const uint32_t lut = sbase + uint32_t(lut_off);
-    for (int i = int(threadIdx.x); i < (1 << (2 * KB)) * 8; i += kThreads) {
-      const int entry = i >> 3;
-      const uint32_t v = level(entry & ((1 << KB) - 1)) | level(entry >> KB) << 16;
-      sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
-    }
-    lut_lane = lut + uint32_t(lane) * 4;
-  }
-
+  if constexpr (!GROUPED) build_pair_table();  // (grouped: under the offsets' latency, above)
   stamp(kProbeTableBuilt);
   // x, y, the residual and the workspace may come from the previous kernel.
   if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -410,8 +491,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // for the HFMA2 products (8 products per fp16 partial), 64 for the MMAs (32 per partial).
   constexpr bool kTensor = kGemvTensorProducts<KB, M>;
   constexpr int kXLog2Max = kTensor ? 6 : 9;
-  // GROUPED: only the rows of the tiles this CTA's units span (launch.x_rows at most,
-  // rows past args.M are zeros), from row_base on.
   const bool has_local = launch.local_off >= 0;
   float* const local_pieces = reinterpret_cast<float*>(smem + (has_local ? launch.local_off : 0));
   // Per warp w of the CTA, for the split stripe that starts in w's range (its last one) when
@@ -428,16 +507,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       mbarrier_init(local_bars + uint32_t(warp) * 8, uint32_t(32 * (last - first + 1)));
   }  // used after the staging barrier
   const int64_t kpad = S * 128;
-  int row_base = 0;
-  if constexpr (GROUPED) {
-    const int w_first = int(blockIdx.x) * kGemvWarps;
-    if (w_first >= active_warps) return;  // the whole CTA has no units
-    const int w_last = min(w_first + kGemvWarps, active_warps) - 1;
-    const int cu0 = range_start(w_first), cu1 = range_start(w_last + 1);
-    const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
-    row_base = first_row(t_first, expert_of(t_first));
-    if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
-  }
   {
     const uint32_t xs = sbase + uint32_t(x_off);
     // Chunks of 8 columns; a thread loads kBatch chunks before converting any, so that
@@ -446,7 +515,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     const int row_chunks = x_row_chunks, chunks = x_chunks;
     for (int c0 = int(threadIdx.x); c0 < chunks; c0 += kBatch * kThreads) {
       XRaw raw[kBatch];
-      const int early = early_x && c0 == int(threadIdx.x) ? kXEarly : 0;  // chunks requested at entry
+      const int early = (early_x || (GROUPED && !args.x_swiglu)) && c0 == int(threadIdx.x) ? kXEarly : 0;  // requested early
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int chunk = c0 + b * kThreads;
@@ -507,7 +576,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     if constexpr (GROUPED) {
       const int e = expert_of(tile);
       tile_m0 = first_row(tile, e);
-      tile_m_end = args.expert_offsets[e + 1];
+      tile_m_end = row_start[e + 1];
       tile_xrow = tile_m0 - row_base;
       tile_seg0 = tile * args.stripes;
     }
@@ -783,7 +852,9 @@ GemvGroupedPlan plan_grouped_instance(const GemvArgs& a) {
   const int64_t tiles = (rows + M - 1) / M + std::min(experts, rows);
   p.ctas = sm_count();  // one CTA of 16 warps per SM (the tables and x fill shared memory)
   const int64_t units = tiles * per_tile;
-  const int64_t per_cta = int64_t(kGemvWarps) * std::max<int64_t>(1, (units + p.ctas * kGemvWarps - 1) / (p.ctas * kGemvWarps));
+  // A warp's units: an even share, or one whole segment (the kernel's rule).
+  const int64_t per_warp = std::max<int64_t>((units + p.ctas * kGemvWarps - 1) / (p.ctas * kGemvWarps), a.supertiles);
+  const int64_t per_cta = int64_t(kGemvWarps) * per_warp;
   p.x_rows = std::min<int64_t>(((per_cta + per_tile - 1) / per_tile + 1) * M, rows + M - 1);
   p.smem = gemv_smem_map(KB, p.x_rows, a.K, dynamic_smem_base(), experts).total;
   p.segments = tiles * a.stripes;

@@ -33,6 +33,12 @@ constexpr int64_t gemv_lut_bytes(int bits) {
   return (int64_t(1) << (2 * bits)) * 32 * 4;
 }
 
+// The grouped tile table (build_gemv_tile_table): each expert's first tile and first row
+// ([experts + 1] ints each), then one tile count per warp for the scan.
+constexpr int64_t gemv_tile_table_bytes(int64_t experts) {
+  return experts ? (2 * (experts + 1) + kGemvWarps + 3) / 4 * 16 : 0;
+}
+
 // x_rows: rows of x staged per CTA; experts: the grouped tile table's size (0: dense).
 // dyn_base: the shared-window address where dynamic shared memory starts (the prmt
 // tables must sit on a 64 KB boundary of the window).
@@ -40,7 +46,7 @@ inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_b
   GemvSmem s;
   const int64_t supertiles = (k + 127) / 128;
   const int64_t x_bytes = x_rows * supertiles * 128 * 2, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
-  const int64_t table_bytes = experts ? (experts + 1 + 3) / 4 * 16 : 0;
+  const int64_t table_bytes = gemv_tile_table_bytes(experts);
   const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes, local_bytes = gemv_local_bytes();
   if (gemv_prmt_table(bits)) {
     // The table on the first 64 KB boundary of the window; x, then the local pieces, before
