@@ -16,12 +16,12 @@ namespace kbit::cuda::detail {
 inline constexpr int kGemvMaxM = 4;       // tokens per call
 inline constexpr int kGemvWarps = 16;     // warps per CTA
 inline constexpr int kGemvMinUnits = 2;   // (stripe, supertile) units per warp at least
-inline constexpr int kGemvMaxCtasPerSm = 2;
+inline constexpr int kGemvMaxCtasPerSm = 2;  // the workspace's partial sums are sized for this
 // Grouped: a warp takes one whole (tile, stripe) segment rather than an even share of the
 // units when the share is at most this many units smaller (a split segment's counter and
 // second pass cost about that; H200, 2026-12-02: Qwen3-Coder-Next moe_dn T = 1, 4 units per
 // segment, 9.9 -> 8.8 us; GLM-4.7 moe_gu T = 1, 40 against 29 units, 25.2 -> 28.8 us).
-inline constexpr int kGemvSplitSlack = 2;  // the workspace's partial sums are sized for this
+inline constexpr int kGemvSplitSlack = 2;
 // Shared memory of one CTA that the GEMV may use (the H200's 227 KB per block).
 inline constexpr int64_t kGemvMaxSmem = 227 * 1024;
 

@@ -267,6 +267,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
   // runs of each binary, k = 4: Qwen3 moe_dn T = 4096 664 -> 512 us, GLM-4.7 1489 -> 1309).
   // Not 64-token tiles with whole K splits (wgmma_tile): there the branch cost the split
   // items (o, shared_dn, shared_gu at M = 64) 1.3-1.6% more than it gained q (39.8 -> 38.8).
+  // Allowing them measured neutral (2026-12-02, geomean 0.9999-1.0013 at M = 64, 100): no
+  // tuned plan uses those items (tile-pair-stores-dense-whole-k-dropped-session40.patch).
   const bool pair_stores =
       args.splits == 1 && (NT == 16 || stream_k || grouped != nullptr) && pair_stores_allowed(args);
   uint32_t iteration = 0;  // supertiles run by this CTA so far: ring slot and mbarrier parity
