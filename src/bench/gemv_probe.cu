@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -52,7 +53,8 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   const size_t slots = size_t(warps) * cuda::detail::kGemvProbeSlots;
   Buffer probe = Buffer::allocate(Memory::device, slots * sizeof(unsigned long long));
   Buffer flush = Buffer::allocate(Memory::device, size_t(256) << 20);  // > 3x the 60 MB L2
-  std::function<void()> call;  // one GEMV call with the probe set
+  std::function<void()> call;       // one GEMV call with the probe set
+  std::function<void()> warm_call;  // the same kernel on other weights (warm_code)
   double packed_bytes = 0.0;   // weights the call reads
   // Dense: the GEMV straight from its arguments. Experts: kbit::expert_linear on T tokens
   // routed top-`active` by seeded random logits (its grouped GEMV, when it takes them).
@@ -64,7 +66,8 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   const Buffer xd = upload(random_bf16(size_t(rows * k), 12, 1.0f));
   Buffer yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);
   LinearWorkspace ws({rows, n, k, false});
-  Buffer offsets;
+  Buffer offsets, warm_offsets;
+  std::optional<QuantizedMatrix> w_other;  // dense warm_code: a second copy of the weights
   if (grouped) {
     std::mt19937 rng{uint32_t(m)};
     std::normal_distribution<float> nd(0.f, 1.f);
@@ -79,6 +82,16 @@ void run_gemv_probe(const GemvProbeOptions& o) {
       expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, w, e, static_cast<const int32_t*>(offsets.data()),
                     MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr);
     };
+    // Another routing: (mostly) other experts' weights.
+    std::mt19937 rng2{uint32_t(m + 1000)};
+    for (auto& v : logits) v = nd(rng2);
+    const Routing r2 = cpu::route(logits.data(), m, e, proj->active, RoutingMode::topk_softmax);
+    warm_offsets = upload(r2.offsets.data(), r2.offsets.size() * 4);
+    warm_call = [&] {
+      expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, w, e,
+                    static_cast<const int32_t*>(warm_offsets.data()),
+                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr);
+    };
   } else {
     packed_bytes = double(w.storage_bytes());
     call = [&] {
@@ -86,16 +99,31 @@ void run_gemv_probe(const GemvProbeOptions& o) {
                                                          MutableTensorView{yd.data(), DType::bf16, m, n}, ws);
       detail::launch_gemv(o.bits, a, DType::bf16, nullptr);
     };
+    if (o.warm_code) w_other.emplace(quantize_stack(wd, e, n, k, o.bits));
+    warm_call = [&] {
+      const cuda::detail::GemvArgs a = detail::gemv_args(*w_other, TensorView{xd.data(), DType::bf16, m, k},
+                                                         MutableTensorView{yd.data(), DType::bf16, m, n}, ws);
+      detail::launch_gemv(o.bits, a, DType::bf16, nullptr);
+    };
   }
 
   std::printf("gemv-probe %s: N = %lld, K = %lld, %s = %lld, k = %d, %.1f MB packed%s; %s, %d calls\n",
               o.shape.c_str(), (long long)n, (long long)k, grouped ? "T" : "M", (long long)m, o.bits, packed_bytes / 1e6,
-              grouped ? " (experts touched)" : "", o.hot_x ? "cold weights, x in L2" : "cold L2", o.iterations);
+              grouped ? " (experts touched)" : "",
+              o.warm_code ? "cold weights, code and x warm (a call on other weights first)"
+              : o.hot_x   ? "cold weights, x in L2"
+                          : "cold L2",
+              o.iterations);
   // hot_x: x copied once after each flush, which leaves its lines in L2.
   Buffer x_touch = o.hot_x ? Buffer::allocate(Memory::device, size_t(rows * k) * 2) : Buffer();
-  const char* phase_names[] = {"entry", "loads issued", "table built", "x staged", "first piece", "last unit",
-                               "exit"};
-  constexpr int kPhases = 7;
+  // Phases in time order; "offsets read" and "x arrived" only with -DKBIT_GEMV_PROBE_PHASES.
+  namespace d = cuda::detail;
+  const char* phase_names[] = {"entry",    "offsets read", "loads issued", "table built", "x arrived",
+                               "x staged", "first piece",  "last unit",    "exit"};
+  const int phase_slot[] = {d::kProbeEntry,   d::kProbeOffsetsRead, d::kProbeLoadsIssued,
+                            d::kProbeTableBuilt, d::kProbeXArrived, d::kProbeXStaged,
+                            d::kProbeFirstPiece, d::kProbeLastUnit,  d::kProbeExit};
+  constexpr int kPhases = 9;
   std::vector<std::vector<double>> med(kPhases), p90(kPhases), mx(kPhases);
   std::vector<double> per_unit, kernel_us;
   // Per CTA, medians over the calls of each call's median, p90 and CTA-ending-last figure.
@@ -111,6 +139,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
     check_cuda(cudaMemset(flush.data(), it, flush.size()), "gemv-probe: flush");
     if (o.hot_x)
       check_cuda(cudaMemcpy(x_touch.data(), xd.data(), x_touch.size(), cudaMemcpyDeviceToDevice), "gemv-probe: x to L2");
+    if (o.warm_code) warm_call();
     check_cuda(cudaMemset(probe.data(), 0, probe.size()), "gemv-probe: clear");
     detail::set_gemv_probe(static_cast<unsigned long long*>(probe.data()));
     try {
@@ -132,7 +161,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
       const unsigned long long* s = host.data() + wi * cuda::detail::kGemvProbeSlots;
       if (!s[cuda::detail::kProbeEntry] || !s[cuda::detail::kProbeUnits]) continue;  // not launched, or no units
       for (int ph = 0; ph < kPhases; ++ph)
-        if (s[ph]) at[size_t(ph)].push_back(double(s[ph] - t0) * 1e-3);
+        if (s[phase_slot[ph]]) at[size_t(ph)].push_back(double(s[phase_slot[ph]] - t0) * 1e-3);
       t_end = std::max(t_end, s[cuda::detail::kProbeExit]);
       if (s[cuda::detail::kProbeLastUnit] > s[cuda::detail::kProbeXStaged])
         per_unit.push_back(double(s[cuda::detail::kProbeLastUnit] - s[cuda::detail::kProbeXStaged]) * 1e-3 /
@@ -165,8 +194,9 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   std::printf("\n%-14s %12s %12s %12s   (us from the first warp's entry; medians over the calls)\n", "phase",
               "warp median", "warp p90", "last warp");
   for (int ph = 0; ph < kPhases; ++ph)
-    std::printf("%-14s %12.2f %12.2f %12.2f\n", phase_names[ph], quantile(med[size_t(ph)], 0.5),
-                quantile(p90[size_t(ph)], 0.5), quantile(mx[size_t(ph)], 0.5));
+    if (quantile(med[size_t(ph)], 0.5) > 0.0)  // phases this build does not stamp are left out
+      std::printf("%-14s %12.2f %12.2f %12.2f\n", phase_names[ph], quantile(med[size_t(ph)], 0.5),
+                  quantile(p90[size_t(ph)], 0.5), quantile(mx[size_t(ph)], 0.5));
   const double bytes = packed_bytes;
   const double span = quantile(kernel_us, 0.5);
   std::printf("\nfirst entry to last exit: %.2f us (%.2f TB/s over the packed weights)\n", span, bytes / (span * 1e6));

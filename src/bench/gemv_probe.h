@@ -5,7 +5,8 @@
 // kernel's per-warp %globaltimer stamps on (GemvArgs::probe), then prints each phase's
 // spread over the warps (from the first warp's entry) and the per-unit compute rate.
 // Dense projections: M tokens (1..4). Expert projections: kbit::expert_linear on M tokens
-// routed top-`active` (the grouped GEMV up to kGroupedGemvMaxRows rows).
+// routed top-`active` (the grouped GEMV up to kGroupedGemvMaxRows rows). warm_code: the
+// same with the code warm (GemvProbeOptions::warm_code).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,10 @@ struct GemvProbeOptions {
   int64_t m = 1;  // tokens
   int iterations = 7;
   bool hot_x = false;  // x in L2 at the call (the weights stay cold)
+  // One unprobed call after the flush on other weights (dense: a second copy; experts:
+  // another routing), so that the kernel's code and x are warm as in a decode step,
+  // while the probed call's weights stay cold.
+  bool warm_code = false;
 };
 
 void run_gemv_probe(const GemvProbeOptions& o);

@@ -214,6 +214,8 @@ void add_bench_command(CLI::App& app) {
   pcmd->add_option("--m", probe->m, "tokens: 1..4 (dense), routed tokens (expert projections)")->capture_default_str();
   pcmd->add_option("--iterations", probe->iterations, "probed calls")->capture_default_str();
   pcmd->add_flag("--hot-x", probe->hot_x, "x in L2 at each call (a decode step's activations); weights stay cold");
+  pcmd->add_flag("--warm-code", probe->warm_code,
+                 "one unprobed call on other weights after the flush: code and x warm, weights cold");
   pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
   auto sprobe = std::make_shared<bench::SkinnyProbeOptions>();
   CLI::App* scmd = bench->add_subcommand("skinny-probe", "phase timeline of skinny GEMM calls (cold L2, back to back): "

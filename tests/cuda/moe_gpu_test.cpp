@@ -273,6 +273,55 @@ TEST(GpuExpertLinear, GroupedGemvOnLargerExperts) {
       }
 }
 
+// Rows outside [offsets[0], offsets[E]) belong to no expert: the grouped GEMV (every tile
+// size; 1-row tiles derive their units from the rows, not from the offsets) leaves them as
+// they were and computes the others. Here rows 0, 1 and the last two are nobody's, and
+// experts 1, 4 and 7 are empty.
+TEST(GpuExpertLinear, GroupedGemvLeavesRowsOfNoExpertUntouched) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t experts = 8, n = 48, k = 160, rows = 12;
+  const std::vector<int32_t> offsets{2, 4, 4, 5, 7, 7, 9, 10, 10};
+  for (int bits : {2, 4}) {
+    const HostMatrix xs = random_matrix(rows, k, DType::bf16, 50 + bits);
+    const HostMatrix w = random_matrix(experts * n, k, DType::bf16, 60 + bits, 0.05f);
+    const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
+    std::vector<float> wd(size_t(experts * n * k));
+    cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
+    const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
+    Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);
+    Buffer od = Buffer::allocate(Memory::device, offsets.size() * 4);
+    ASSERT_EQ(cudaMemcpy(od.data(), offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    LinearWorkspace ws({rows, n, k, false});
+    for (int tile_rows : {1, 2, 4}) {
+      const std::string what = "k=" + std::to_string(bits) + " tile_rows=" + std::to_string(tile_rows);
+      ExpertLinearOptions g;
+      g.path = LinearPath::gemv, g.tile_rows = tile_rows;
+      ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+      ASSERT_NO_THROW(expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, wq, experts,
+                                    static_cast<const int32_t*>(od.data()),
+                                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr, g))
+          << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const auto got = test::download16(yd.data(), size_t(rows * n));
+      std::vector<uint16_t> owned;
+      std::vector<double> ref;
+      for (int64_t e = 0; e < experts; ++e)
+        for (int32_t row = offsets[size_t(e)]; row < offsets[size_t(e) + 1]; ++row)
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
+            ref.push_back(acc);
+            owned.push_back(got[size_t(row * n + j)]);
+          }
+      EXPECT_LE(test::relative_error(DType::bf16, owned, ref, int64_t(ref.size())), test::tolerance(DType::bf16))
+          << what;
+      for (int64_t row : {0, 1, 10, 11})
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(got[size_t(row * n + j)], 0xffffu) << what << ": row " << row << " of no expert was written";
+    }
+  }
+}
+
 // Experts quantized from rotated rows: expert_linear rotates x first, on every path.
 TEST(GpuExpertLinear, RotatedExpertsRotateTheActivations) {
   KBIT_SKIP_WITHOUT_GPU();

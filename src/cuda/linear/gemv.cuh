@@ -75,6 +75,13 @@
 // the expert search two ballots, x requested before the weights, and segments of a few
 // units go whole to one warp: k = 4, GLM-4.7 moe_dn T = 1 16.6 -> 16.1-16.2 us, moe_gu
 // 25.2 -> 25.0; Qwen3-Coder-Next moe_dn T = 1 9.9 -> 8.2-8.4, moe_gu 11.4 -> 10.3.
+// 1-row tiles (kRowTiles; H200, 2026-12-02, forty-first session; A/B against a721142 in
+// bench/results/h200-ab-grouped-gemv-row-tiles-session41.jsonl): the units and x's rows come
+// from the row count, the tile table is the expert of each staged row, x is requested before
+// the offsets; Qwen3-Coder-Next moe_dn T = 1 3-6% faster, moe_forward T = 1..12 1-2%; GLM-4.7
+// unchanged (moe_dn T = 1 16.1-16.3 us). The probe (-DKBIT_GEMV_PROBE_PHASES) puts the cold
+// offsets at 1.5 us after entry and x's data at 4.7, ~2.5 us after the weight requests, as
+// in dense calls.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -297,6 +304,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     }
   };
   stamp(kProbeEntry);
+#ifdef KBIT_GEMV_PROBE_PHASES
+  auto stamp_phase = stamp;
+#else
+  auto stamp_phase = [](int) {};
+#endif
   // PDL: let the next call's CTAs start on the SMs this grid leaves (its weight loads and
   // table build overlap this call's tail); they wait (griddepcontrol.wait) before reading
   // anything this call writes. Only when this call was itself launched with PDL.
@@ -358,19 +370,30 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     }
   };
   // GROUPED: [experts + 1] each (build_gemv_tile_table), then the scan's per-warp counts.
+  // kRowTiles: row_expert, the expert of each row the CTA stages (-1: none), written below.
   int32_t* tile_start = reinterpret_cast<int32_t*>(smem + launch.tile_table_off);
   int32_t* row_start = tile_start + args.experts + 1;
+  int32_t* const row_expert = tile_start;
+  // GROUPED with 1-row tiles: tile t is row t whatever the routing, so the units, the
+  // warps' ranges and the rows a CTA stages are known without the offsets. x is requested
+  // before the offsets arrive and the weights right after one round trip to them (the
+  // tile table's scan, its barriers and a search were on that path).
+  constexpr bool kRowTiles = GROUPED && M == 1;
+  int row_base = 0;  // GROUPED: the first row of x that the CTA stages
   if constexpr (GROUPED) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    // The pair table is built while the offsets are in flight.
-    build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1,
-                          build_pair_table);
-    U = int64_t(tile_start[args.experts]) * US;
+    // The pair table is built while the offsets are in flight (kRowTiles: below).
+    if constexpr (!kRowTiles)
+      build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1,
+                            build_pair_table);
+    if constexpr (!kRowTiles) stamp_phase(kProbeOffsetsRead);
+    const int tiles = kRowTiles ? args.M : tile_start[args.experts];
+    U = int64_t(tiles) * US;
     // Whole segments, one per warp, where an even share would save a warp at most
     // kGemvSplitSlack units: a split segment's pieces meet through a counter and a second
     // pass, which costs about that much.
-    const int all_warps = int(gridDim.x) * kGemvWarps, segments = tile_start[args.experts] * args.stripes;
+    const int all_warps = int(gridDim.x) * kGemvWarps, segments = tiles * args.stripes;
     const int even_share = int((U + all_warps - 1) / all_warps);
     active_warps = segments < all_warps && int(S) <= even_share + kGemvSplitSlack ? segments
                                                                                  : int(min(int64_t(all_warps), U));
@@ -381,6 +404,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // and a ballot (experts in 32 slots of ceil(E / 32), then within the slot), where a binary
   // search was ~8 dependent shared loads (log2 E) on the way to the first weight requests.
   auto expert_of = [&](int tile) {
+    if constexpr (kRowTiles) {
+      const int e = row_expert[tile - row_base];
+      return e >= 0 && e < args.experts ? e : -1;  // -1: a row no expert owns (or inconsistent offsets)
+    }
     const int per = (args.experts + 31) >> 5;
     const int c = lane * per;
     const unsigned slots = __ballot_sync(0xffffffffu, c < args.experts && tile_start[c] <= tile);  // bit 0: start 0
@@ -388,7 +415,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     const unsigned within = __ballot_sync(0xffffffffu, lane < per && f < args.experts && tile_start[f] <= tile);
     return base + 31 - __clz(within);
   };
-  auto first_row = [&](int tile, int e) { return row_start[e] + (tile - tile_start[e]) * M; };
+  auto first_row = [&](int tile, int e) { return kRowTiles ? tile : row_start[e] + (tile - tile_start[e]) * M; };
   const int wg = int(blockIdx.x) * kGemvWarps + warp;
   const bool active = wg < active_warps;
   // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
@@ -422,7 +449,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     if constexpr (GROUPED) {
       if (u >= load_tile_end) {
         const int tile = u / US;
-        load_shift = (expert_of(tile) - tile) * US;
+        const int e = expert_of(tile);
+        load_shift = ((kRowTiles ? max(e, 0) : e) - tile) * US;  // a row without an expert reads expert 0's
         load_tile_end = (tile + 1) * US;
       }
       u += load_shift;
@@ -466,14 +494,36 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // before the weights, as in dense calls. (After the weights measured 1-2% faster at T = 1
   // and 2-4% slower at T = 16 on GLM-4.7, H200, 2026-12-02; not understood, the loop's
   // work is the same; bench/results/h200-ab-grouped-gemv-start-v5-session40.jsonl.)
-  int row_base = 0;
   if constexpr (GROUPED) {
     const int w_first = int(blockIdx.x) * kGemvWarps, w_last = min(w_first + kGemvWarps, active_warps) - 1;
     const int cu0 = range_start(w_first), cu1 = range_start(w_last + 1);
     const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
-    row_base = first_row(t_first, expert_of(t_first));
-    if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
-    if (!args.x_swiglu) request_early_x(row_base);
+    if constexpr (kRowTiles) {
+      row_base = t_first;
+      const int rows = t_last + 1 - row_base;
+      if (rows > launch.x_rows) __trap();  // host bound broken
+      if (!args.x_swiglu) request_early_x(row_base);
+      // row_expert[r] for the CTA's rows: thread e writes expert e's rows in the window, a
+      // thread per row outside [offsets[0], offsets[E]) writes -1. One round trip to the
+      // offsets, with the pair table built meanwhile, and one CTA barrier.
+      const int i = int(threadIdx.x);
+      const int covered_lo = args.expert_offsets[0], covered_hi = args.expert_offsets[args.experts];
+      for (int e0 = 0; e0 < args.experts; e0 += kThreads) {
+        const int e = e0 + i;
+        int lo = 0, hi = 0;
+        if (e < args.experts) lo = args.expert_offsets[e], hi = args.expert_offsets[e + 1];
+        if (e0 == 0) build_pair_table();
+        for (int r = max(lo, row_base), r_end = min(hi, row_base + rows); r < r_end; ++r) row_expert[r - row_base] = e;
+      }
+      for (int r = i; r < rows; r += kThreads)
+        if (row_base + r < covered_lo || row_base + r >= covered_hi) row_expert[r] = -1;
+      stamp_phase(kProbeOffsetsRead);
+      __syncthreads();
+    } else {
+      row_base = first_row(t_first, expert_of(t_first));
+      if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
+      if (!args.x_swiglu) request_early_x(row_base);
+    }
   }
   if (active) {
 #pragma unroll
@@ -531,6 +581,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         if (chunk >= chunks) break;  // the same for the 16 threads of a run
         float v[8];
         x8_to_float<T>(args, raw[b], v);
+        // (The comparison makes the stamp wait for x's data; it folds away without the probe phases.)
+        if (b == 0 && c0 == int(threadIdx.x) && v[0] != 12345.0f) stamp_phase(kProbeXArrived);
         float m = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
@@ -573,7 +625,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   auto x_chunk = [&](int r, int st, int j) { return lds128(x_lane + uint32_t((r * kpad + st * 128 + 32 * j) * 2)); };
   auto x_scale_of = [&](int r, int st) { return x_scales[r * S + st]; };
   auto enter_tile = [&](int tile) {
-    if constexpr (GROUPED) {
+    if constexpr (kRowTiles) {
+      tile_m0 = tile;
+      tile_m_end = expert_of(tile) >= 0 ? tile + 1 : tile;  // no store for a row without an expert
+      tile_xrow = tile - row_base;
+      tile_seg0 = tile * args.stripes;
+    } else if constexpr (GROUPED) {
       const int e = expert_of(tile);
       tile_m0 = first_row(tile, e);
       tile_m_end = row_start[e + 1];
@@ -849,7 +906,8 @@ GemvGroupedPlan plan_grouped_instance(const GemvArgs& a) {
   GemvGroupedPlan p;
   const int64_t rows = a.M, experts = a.experts;
   const int64_t per_tile = int64_t(a.stripes) * a.supertiles;
-  const int64_t tiles = (rows + M - 1) / M + std::min(experts, rows);
+  // (1-row tiles: exactly one per row.)
+  const int64_t tiles = M == 1 ? rows : (rows + M - 1) / M + std::min(experts, rows);
   p.ctas = sm_count();  // one CTA of 16 warps per SM (the tables and x fill shared memory)
   const int64_t units = tiles * per_tile;
   // A warp's units: an even share, or one whole segment (the kernel's rule).

@@ -60,7 +60,7 @@ struct GemvArgs : LinearOperands {
   unsigned long long* probe = nullptr;
 };
 
-inline constexpr int kGemvProbeSlots = 8;
+inline constexpr int kGemvProbeSlots = 10;
 enum GemvProbe : int {
   kProbeEntry = 0,        // first instruction
   kProbeLoadsIssued = 1,  // the first D units' weight loads issued
@@ -70,6 +70,9 @@ enum GemvProbe : int {
   kProbeLastUnit = 5,     // the last unit computed, before its finish
   kProbeExit = 6,         // the last finish done
   kProbeUnits = 7,        // value: units of this warp's range
+  // Only in builds with -DKBIT_GEMV_PROBE_PHASES (each stamp moves the kernel's code):
+  kProbeOffsetsRead = 8,  // grouped: the expert offsets used (this warp's share of the table written)
+  kProbeXArrived = 9,     // the first chunk of x in registers (lane 0)
 };
 
 // What a grouped launch needs, for the most tiles the rows can make.
