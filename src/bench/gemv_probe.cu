@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/inputs.h"
+#include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "dispatch/linear_internal.h"
 #include "kbit/cuda.h"
@@ -20,12 +21,6 @@ namespace kbit::bench {
 namespace {
 
 using cuda::detail::check_cuda;
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[size_t(q * double(v.size() - 1) + 0.5)];
-}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include "bench/inputs.h"
 #include "bench/skinny_bench.h"
+#include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "cuda/skinny/skinny_args.h"
 #include "dispatch/linear_internal.h"
@@ -19,12 +20,6 @@ namespace {
 
 using cuda::detail::check_cuda;
 namespace d = cuda::detail;
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[size_t(q * double(v.size() - 1) + 0.5)];
-}
 
 // Medians over the iterations of per-call statistics, by name, in insertion order.
 struct Table {

@@ -58,17 +58,21 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 
-  std::vector<double> s = t.samples_us;
-  std::sort(s.begin(), s.end());
-  auto pct = [&](double p) { return s[size_t(std::lround(p * double(s.size() - 1)))]; };
-  t.median_us = pct(0.5);
-  t.p10_us = pct(0.1);
-  t.p90_us = pct(0.9);
+  const std::vector<double>& s = t.samples_us;
+  t.median_us = quantile(s, 0.5);
+  t.p10_us = quantile(s, 0.1);
+  t.p90_us = quantile(s, 0.9);
   t.mean_us = std::accumulate(s.begin(), s.end(), 0.0) / double(s.size());
   double var = 0;
   for (double x : s) var += (x - t.mean_us) * (x - t.mean_us);
   t.cv_pct = s.size() > 1 ? 100.0 * std::sqrt(var / double(s.size() - 1)) / t.mean_us : 0.0;
   return t;
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[size_t(q * double(v.size() - 1) + 0.5)];
 }
 
 DeviceInfo device_info() {

@@ -24,6 +24,9 @@ struct TimingOptions {
   int warmup_replays = 3;
 };
 
+// The q-quantile of v (nearest rank; 0 for none): the benchmarks' medians and percentiles.
+double quantile(std::vector<double> v, double q);
+
 // launch(stream, call_index) enqueues one call; call_index selects the buffer set.
 Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const TimingOptions& o);
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bench/format_bench.h"
+#include "bench/first_load_probe.h"
 #include "bench/gemv_probe.h"
 #include "bench/skinny_probe.h"
 #include "bench/hadamard_bench.h"
@@ -217,6 +218,11 @@ void add_bench_command(CLI::App& app) {
   pcmd->add_flag("--warm-code", probe->warm_code,
                  "one unprobed call on other weights after the flush: code and x warm, weights cold");
   pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
+  auto first_load = std::make_shared<bench::FirstLoadOptions>();
+  CLI::App* fcmd = bench->add_subcommand(
+      "first-load", "when a kernel's first global loads arrive (cold L2), by width, buffer and what is in flight");
+  fcmd->add_option("--iterations", first_load->iterations, "launches per configuration")->capture_default_str();
+  fcmd->callback([first_load] { bench::run_first_load_probe(*first_load); });
   auto sprobe = std::make_shared<bench::SkinnyProbeOptions>();
   CLI::App* scmd = bench->add_subcommand("skinny-probe", "phase timeline of skinny GEMM calls (cold L2, back to back): "
                                                          "per-warp %globaltimer stamps from the stream kernel");

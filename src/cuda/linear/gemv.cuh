@@ -79,9 +79,11 @@
 // bench/results/h200-ab-grouped-gemv-row-tiles-session41.jsonl): the units and x's rows come
 // from the row count, the tile table is the expert of each staged row, x is requested before
 // the offsets; Qwen3-Coder-Next moe_dn T = 1 3-6% faster, moe_forward T = 1..12 1-2%; GLM-4.7
-// unchanged (moe_dn T = 1 16.1-16.3 us). The probe (-DKBIT_GEMV_PROBE_PHASES) puts the cold
-// offsets at 1.5 us after entry and x's data at 4.7, ~2.5 us after the weight requests, as
-// in dense calls.
+// unchanged (moe_dn T = 1 16.1-16.3 us). Then the pair table after the first weight
+// requests in grouped calls too (built under the offsets' round trip it held them back:
+// kbit bench first-load puts a cold load alone at 0.2-0.5 us): GLM-4.7 moe_dn T = 1 16.2 ->
+// 15.6 us (3.0x cuBLAS grouped bf16), moe_gu 24.7 -> 24.4, Qwen3-Coder-Next moe_gu T = 1 10.1
+// -> 9.4, T = 8..16 unchanged (h200-ab-grouped-gemv-pair-table-after-weights-session41.jsonl).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -245,18 +247,15 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
 // the tile counts, the warps' totals through shared memory, two CTA barriers per pass.
 // (The fused kernel's build_tile_table has warp 0 walk ceil(E / 32) experts per lane,
 // a serial chain of shared-memory loads, 17 per lane at E = 512.)
-// `meanwhile` runs once, between the first pass's offset loads and their use.
-template <typename Meanwhile>
 __device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, int experts, int rows,
-                                                      int32_t* tile_start, int32_t* row_start, int32_t* warp_tiles,
-                                                      Meanwhile&& meanwhile) {
+                                                      int32_t* tile_start, int32_t* row_start,
+                                                      int32_t* warp_tiles) {
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   int carry = 0;  // tiles before this pass's first expert
   for (int e0 = 0; e0 < experts; e0 += kGemvWarps * 32) {
     const int e = e0 + int(threadIdx.x);
     int lo = 0, hi = 0;
     if (e < experts) lo = offsets[e], hi = offsets[e + 1];
-    if (e0 == 0) meanwhile();
     const int count = (hi - lo + rows - 1) / rows;
     int incl = count;
 #pragma unroll
@@ -325,8 +324,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // k = 2..4 keep the parameter loads (4-16 addresses): shuffles were slower at k = 2
   // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
   // the weight requests instead (table 1-2 us later).
-  // Grouped calls build it while the tile table's offsets are in flight, dense calls after
-  // the first weight requests.
+  // Built after the first weight requests, under their latency (grouped calls too: built
+  // while the offsets were in flight it delayed the requests; H200, 2026-12-02, forty-first
+  // session: GLM-4.7 moe_dn T = 1 16.2 -> 15.6 us, Qwen3-Coder-Next moe_gu T = 1 10.1 -> 9.4).
   static_assert((1 << (2 * 5)) * 8 % kThreads == 0, "the k = 5 table loop runs whole warps (the shuffles)");
   uint32_t lut_lane = 0;
   auto build_pair_table = [&] {
@@ -383,10 +383,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   if constexpr (GROUPED) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    // The pair table is built while the offsets are in flight (kRowTiles: below).
+    // (The pair table is built after the first weight requests, as in dense calls: built
+    // while the offsets were in flight, it held those requests back ~0.5 us.)
     if constexpr (!kRowTiles)
-      build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1,
-                            build_pair_table);
+      build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1);
     if constexpr (!kRowTiles) stamp_phase(kProbeOffsetsRead);
     const int tiles = kRowTiles ? args.M : tile_start[args.experts];
     U = int64_t(tiles) * US;
@@ -505,14 +505,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       if (!args.x_swiglu) request_early_x(row_base);
       // row_expert[r] for the CTA's rows: thread e writes expert e's rows in the window, a
       // thread per row outside [offsets[0], offsets[E]) writes -1. One round trip to the
-      // offsets, with the pair table built meanwhile, and one CTA barrier.
+      // offsets and one CTA barrier.
       const int i = int(threadIdx.x);
       const int covered_lo = args.expert_offsets[0], covered_hi = args.expert_offsets[args.experts];
       for (int e0 = 0; e0 < args.experts; e0 += kThreads) {
         const int e = e0 + i;
         int lo = 0, hi = 0;
         if (e < args.experts) lo = args.expert_offsets[e], hi = args.expert_offsets[e + 1];
-        if (e0 == 0) build_pair_table();
         for (int r = max(lo, row_base), r_end = min(hi, row_base + rows); r < r_end; ++r) row_expert[r - row_base] = e;
       }
       for (int r = i; r < rows; r += kThreads)
@@ -531,7 +530,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   stamp(kProbeLoadsIssued);
 
-  if constexpr (!GROUPED) build_pair_table();  // (grouped: under the offsets' latency, above)
+  build_pair_table();  // under the first weights' latency
   stamp(kProbeTableBuilt);
   // x, y, the residual and the workspace may come from the previous kernel.
   if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
