@@ -28,6 +28,16 @@ inline void check_cuda(cudaError_t err, std::string_view what) {
 }
 inline void check_launch(std::string_view what) { check_cuda(cudaGetLastError(), what); }
 
+// The sum of v over lanes 0..lane of the (full) warp: a Hillis-Steele scan, 5 shuffles.
+__device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, v, off);
+    if (lane >= off) v += o;
+  }
+  return v;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch when
 // `pdl` is set: the kernel may then start while the previous one on the stream finishes,
 // so it must execute griddepcontrol.wait before it reads what that kernel wrote.

@@ -259,12 +259,7 @@ __device__ __forceinline__ void build_tile_table(const int32_t* offsets, int exp
     const int e0 = min(lane * per, experts), e1 = min(e0 + per, experts);
     int sum = 0;
     for (int e = e0; e < e1; ++e) sum += table[e];
-    int incl = sum;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int o = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl += o;
-    }
+    const int incl = warp_inclusive_sum(sum, lane);
     int run = incl - sum;
     for (int e = e0; e < e1; ++e) {
       const int count = table[e];

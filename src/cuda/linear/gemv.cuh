@@ -257,12 +257,7 @@ __device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, in
     int lo = 0, hi = 0;
     if (e < experts) lo = offsets[e], hi = offsets[e + 1];
     const int count = (hi - lo + rows - 1) / rows;
-    int incl = count;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int o = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl += o;
-    }
+    const int incl = warp_inclusive_sum(count, lane);
     if (lane == 31) warp_tiles[warp] = incl;
     __syncthreads();
     const int w_tiles = lane < kGemvWarps ? warp_tiles[lane] : 0;

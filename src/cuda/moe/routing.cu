@@ -138,12 +138,7 @@ __device__ __forceinline__ void order_pairs(const int32_t* expert, int pairs, in
   }
   // Exclusive scan of the totals over experts: within the warp, then over warps.
   const int local = total[0] + total[1];
-  int incl = local;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const int o = __shfl_up_sync(0xffffffffu, incl, off);
-    if (lane >= off) incl += o;
-  }
+  const int incl = detail::warp_inclusive_sum(local, lane);
   if (lane == 31) warp_totals[warp] = incl;
   __syncthreads();
   int before = 0;
