@@ -312,58 +312,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const int US = args.stripes * int(S);  // units per tile (one matrix)
   int64_t U = US;                        // all units
   int active_warps = launch.active_warps;
-  // The pair table from the normalised fp16 codebook in the arguments. k = 5: lane l holds
-  // level l (one parameter load per thread) and the 16 rounds of the table take their
-  // levels by shuffle, where indexed parameter loads (32 addresses per warp, served one
-  // at a time by the constant cache) made the call 1-2.4% slower (H200 A/B, 2026-12-01).
-  // k = 2..4 keep the parameter loads (4-16 addresses): shuffles were slower at k = 2
-  // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
-  // the weight requests instead (table 1-2 us later).
-  // Built after the first weight requests, under their latency (grouped calls too: built
-  // while the offsets were in flight it delayed the requests; H200, 2026-12-02, forty-first
-  // session: GLM-4.7 moe_dn T = 1 16.2 -> 15.6 us, Qwen3-Coder-Next moe_gu T = 1 10.1 -> 9.4).
-  static_assert((1 << (2 * 5)) * 8 % kThreads == 0, "the k = 5 table loop runs whole warps (the shuffles)");
-  uint32_t lut_lane = 0;
-  auto build_pair_table = [&] {
-    [[maybe_unused]] const uint32_t cb_lane = KB == 5 ? uint32_t(args.codebook16[lane]) : 0u;
-    auto level = [&](int i) -> uint32_t {
-      if constexpr (KB == 5) {
-        return __shfl_sync(0xffffffffu, cb_lane, i);  // every lane of the warp is here (loops of whole CTAs)
-      } else {
-        return args.codebook16[i];
-      }
-    };
-    if constexpr (KB == 2) {
-      const uint32_t lut = sbase + uint32_t(lut_off);
-      if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
-      for (int i = int(threadIdx.x); i < 256 * 16; i += kThreads) {  // 16 x 16 bytes per entry (32 lanes)
-        // quad code b: pair 0 = (b & 3, b >> 4 & 3), pair 1 = (b >> 2 & 3, b >> 6 & 3)
-        const int b = i >> 4;
-        const uint32_t p0 = level(b & 3) | level((b >> 4) & 3) << 16;
-        const uint32_t p1 = level((b >> 2) & 3) | level((b >> 6) & 3) << 16;
-        sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
-      }
-      lut_lane = lut + uint32_t(lane) * 8;
-    } else if constexpr (KB == 3 || KB == 4) {
-      const uint32_t lut = sbase + uint32_t(lut_off);
-      if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
-      constexpr int mask = (1 << KB) - 1;
-      for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
-        const int e = i >> 3;
-        const uint32_t v = level(e & mask) | level((e >> KB) & mask) << 16;
-        sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
-      }
-      lut_lane = lut + uint32_t(lane) * 4;
-    } else {  // 2^(2k) pair codes x 32 lanes
-      const uint32_t lut = sbase + uint32_t(lut_off);
-      for (int i = int(threadIdx.x); i < (1 << (2 * KB)) * 8; i += kThreads) {
-        const int entry = i >> 3;
-        const uint32_t v = level(entry & ((1 << KB) - 1)) | level(entry >> KB) << 16;
-        sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
-      }
-      lut_lane = lut + uint32_t(lane) * 4;
-    }
-  };
   // GROUPED: [experts + 1] each (build_gemv_tile_table), then the scan's per-warp counts.
   // kRowTiles: row_expert, the expert of each row the CTA stages (-1: none), written below.
   int32_t* tile_start = reinterpret_cast<int32_t*>(smem + launch.tile_table_off);
@@ -378,8 +326,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   if constexpr (GROUPED) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    // (The pair table is built after the first weight requests, as in dense calls: built
-    // while the offsets were in flight, it held those requests back ~0.5 us.)
     if constexpr (!kRowTiles)
       build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1);
     if constexpr (!kRowTiles) stamp_phase(kProbeOffsetsRead);
@@ -467,9 +413,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   };
   // x's first batch of chunks is requested before the weights: dense calls without PDL
   // (with PDL, x may not be written yet) and grouped calls (below; they have waited for the
-  // previous kernel already). Its data still arrives ~3.1 us after entry, behind the grid's
-  // first ~6 MB of weight requests, hot or cold x alike (probe, 2026-12-02); issuing the
-  // weights later measured slower (4e73e85).
+  // previous kernel already). Its data reaches the registers only with the warp's first
+  // weights (~3 us after entry; a lone cold load takes 0.2-0.5: kbit bench first-load,
+  // 2026-12-02), which the loop needs first anyway; issuing the weights later measured
+  // slower (4e73e85).
   // (Two chunks, no SwiGLU half: few registers live across the weight requests; M = 1
   // up to K = 8192 is all of x.)
   constexpr int kXBatch = 4, kXEarly = 2;  // chunks of 8 columns per thread in flight
@@ -525,7 +472,59 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   }
   stamp(kProbeLoadsIssued);
 
-  build_pair_table();  // under the first weights' latency
+  // The pair table from the normalised fp16 codebook in the arguments. k = 5: lane l holds
+  // level l (one parameter load per thread) and the 16 rounds of the table take their
+  // levels by shuffle, where indexed parameter loads (32 addresses per warp, served one
+  // at a time by the constant cache) made the call 1-2.4% slower (H200 A/B, 2026-12-01).
+  // k = 2..4 keep the parameter loads (4-16 addresses): shuffles were slower at k = 2
+  // (+2-5%), the same at k = 3, 4. A generic load of the parameter buffer queues behind
+  // the weight requests instead (table 1-2 us later).
+  // Built after the first weight requests, under their latency (grouped calls too: built
+  // while the offsets were in flight it delayed the requests; H200, 2026-12-02, forty-first
+  // session: GLM-4.7 moe_dn T = 1 16.2 -> 15.6 us, Qwen3-Coder-Next moe_gu T = 1 10.1 -> 9.4).
+  // (All threads: the k = 5 loop runs whole warps.)
+  static_assert((1 << (2 * 5)) * 8 % kThreads == 0, "the k = 5 table loop runs whole warps (the shuffles)");
+  uint32_t lut_lane = 0;
+  {
+    [[maybe_unused]] const uint32_t cb_lane = KB == 5 ? uint32_t(args.codebook16[lane]) : 0u;
+    auto level = [&](int i) -> uint32_t {
+      if constexpr (KB == 5) {
+        return __shfl_sync(0xffffffffu, cb_lane, i);  // every lane of the warp is here (loops of whole CTAs)
+      } else {
+        return args.codebook16[i];
+      }
+    };
+    if constexpr (KB == 2) {
+      const uint32_t lut = sbase + uint32_t(lut_off);
+      if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+      for (int i = int(threadIdx.x); i < 256 * 16; i += kThreads) {  // 16 x 16 bytes per entry (32 lanes)
+        // quad code b: pair 0 = (b & 3, b >> 4 & 3), pair 1 = (b >> 2 & 3, b >> 6 & 3)
+        const int b = i >> 4;
+        const uint32_t p0 = level(b & 3) | level((b >> 4) & 3) << 16;
+        const uint32_t p1 = level((b >> 2) & 3) | level((b >> 6) & 3) << 16;
+        sts128(lut + uint32_t(b) * 256 + uint32_t(i & 15) * 16, make_uint4(p0, p1, p0, p1));
+      }
+      lut_lane = lut + uint32_t(lane) * 8;
+    } else if constexpr (KB == 3 || KB == 4) {
+      const uint32_t lut = sbase + uint32_t(lut_off);
+      if (lut & 0xffffu) __trap();  // the host placed the table on a 64 KB boundary of the window
+      constexpr int mask = (1 << KB) - 1;
+      for (int i = int(threadIdx.x); i < 256 * 8; i += kThreads) {  // 8 x 16 bytes per entry (32 lanes)
+        const int e = i >> 3;
+        const uint32_t v = level(e & mask) | level((e >> KB) & mask) << 16;
+        sts128(lut + uint32_t(e) * 256 + uint32_t(i & 7) * 16, make_uint4(v, v, v, v));
+      }
+      lut_lane = lut + uint32_t(lane) * 4;
+    } else {  // 2^(2k) pair codes x 32 lanes
+      const uint32_t lut = sbase + uint32_t(lut_off);
+      for (int i = int(threadIdx.x); i < (1 << (2 * KB)) * 8; i += kThreads) {
+        const int entry = i >> 3;
+        const uint32_t v = level(entry & ((1 << KB) - 1)) | level(entry >> KB) << 16;
+        sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
+      }
+      lut_lane = lut + uint32_t(lane) * 4;
+    }
+  }
   stamp(kProbeTableBuilt);
   // x, y, the residual and the workspace may come from the previous kernel.
   if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
