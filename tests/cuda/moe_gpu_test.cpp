@@ -322,6 +322,50 @@ TEST(GpuExpertLinear, GroupedGemvLeavesRowsOfNoExpertUntouched) {
   }
 }
 
+// More rows than experts take 4-row tiles, but at K = 5120 and N = 48 a CTA's units span
+// up to 7 tiles: 28 staged rows of x (287 KB) do not fit in shared memory, nor 14 at 2-row
+// tiles; 7 at 1-row tiles do. The automatic path falls back to them (bit-identical to
+// forcing them) where a forced size that does not fit is an error.
+TEST(GpuExpertLinear, GroupedGemvTakesSmallerTilesWhereXDoesNotFit) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t experts = 160, n = 48, k = 5120;
+  std::vector<int32_t> offsets{0};  // experts 0..31 two rows, the others one: 192 rows
+  for (int64_t e = 0; e < experts; ++e) offsets.push_back(offsets.back() + (e < 32 ? 2 : 1));
+  const int64_t rows = offsets.back();
+  const HostMatrix xs = random_matrix(rows, k, DType::bf16, 81);
+  const HostMatrix w = random_matrix(experts * n, k, DType::bf16, 82, 0.05f);
+  const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(4));
+  std::vector<float> wd(size_t(experts * n * k));
+  cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
+  std::vector<double> ref(size_t(rows * n));
+  for (int64_t e = 0; e < experts; ++e)
+    for (int32_t row = offsets[size_t(e)]; row < offsets[size_t(e) + 1]; ++row)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
+        ref[size_t(row * n + j)] = acc;
+      }
+  const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
+  Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);
+  Buffer od = Buffer::allocate(Memory::device, offsets.size() * 4);
+  ASSERT_EQ(cudaMemcpy(od.data(), offsets.data(), od.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  LinearWorkspace ws({rows, n, k, false});
+  auto run = [&](int tile_rows) {
+    ExpertLinearOptions o;
+    if (tile_rows) o.path = LinearPath::gemv, o.tile_rows = tile_rows;
+    ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+    expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, wq, experts, static_cast<const int32_t*>(od.data()),
+                  MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr, o);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  };
+  for (int forced : {2, 4}) EXPECT_THROW(run(forced), Error) << "tile_rows=" << forced << " should not fit";
+  run(1);
+  const auto one_row = test::download16(yd.data(), size_t(rows * n));
+  EXPECT_LE(test::relative_error(DType::bf16, one_row, ref, rows * n), test::tolerance(DType::bf16));
+  run(0);
+  EXPECT_EQ(test::download16(yd.data(), size_t(rows * n)), one_row) << "auto is not the 1-row grouped gemv";
+}
+
 // Experts quantized from rotated rows: expert_linear rotates x first, on every path.
 TEST(GpuExpertLinear, RotatedExpertsRotateTheActivations) {
   KBIT_SKIP_WITHOUT_GPU();
