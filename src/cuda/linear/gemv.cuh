@@ -122,6 +122,13 @@ __device__ __forceinline__ void mma_16816_f16acc(uint32_t (&d)[2], const uint32_
       : "+r"(d[0]), "+r"(d[1])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// d = a b (no accumulator in: C is the zero register, where zeroing d first cost an
+// instruction per register).
+__device__ __forceinline__ void mma_16816_f16(uint32_t (&d)[2], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%8,%8};\n"
+      : "=r"(d[0]), "=r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0u));
+}
 
 // lds128, sts128: fused_linear.cuh
 
@@ -776,8 +783,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
           // row's block scale by one HFMA2 (|partial| < 4 blocks x 32 x 64 x 2).
           uint4 xv = make_uint4(0u, 0u, 0u, 0u);
           if (g < M) xv = x_chunk(tile_xrow + g, st, j);
-          uint32_t c_row[2] = {0u, 0u};
-          mma_16816_f16acc(c_row, a0, xv.x, xv.y);
+          uint32_t c_row[2];
+          mma_16816_f16(c_row, a0, xv.x, xv.y);
           mma_16816_f16acc(c_row, a1, xv.z, xv.w);
           add_scaled(hacc[0], c_row[0], c_row[1], s_lo, s_hi, j == 0);
         } else {
@@ -793,17 +800,19 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
           }
         }
       }
-      // Into fp32 times the supertile's 2^-e of each token (MMA: tokens 2 c, 2 c + 1 < M).
+      // Into fp32 times the supertile's 2^-e of each token (MMA: tokens 2 c, 2 c + 1). Every
+      // lane, without a branch: a token past M has zero products (x's rows g >= M are zeros in
+      // the B fragment), takes row M - 1's scale, and finish never reads it. (A branch on
+      // 2 c + i < M cost ~8 more instructions per unit at M = 2 (SASS): without it, with the
+      // first MMA on a zero C, dense M = 2 at k = 3, 4 2-4% faster on glm47, H200, 2026-12-03.)
       if constexpr (kTensor) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          if (2 * c + i < M) {
-            const float x_scale = x_scale_of(tile_xrow + 2 * c + i, st);
+          const float x_scale = x_scale_of(tile_xrow + min(2 * c + i, M - 1), st);
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
-              acc[i][h] = fmaf(i ? f.y : f.x, x_scale, acc[i][h]);
-            }
+          for (int h = 0; h < 2; ++h) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
+            acc[i][h] = fmaf(i ? f.y : f.x, x_scale, acc[i][h]);
           }
         }
       } else {
