@@ -143,6 +143,21 @@ TEST(GpuRouting, GatherAndCombineMatchHostLoops) {
   }
 }
 
+// y = x W_e^T for every row of expert e (rows [offsets[e], offsets[e + 1])), in fp64 over
+// the dequantized weights (wd: E stacked [n, k] matrices); rows of no expert stay 0.
+std::vector<double> per_expert_reference(const HostMatrix& xs, const std::vector<float>& wd,
+                                         const std::vector<int32_t>& offsets, int64_t n, int64_t k) {
+  std::vector<double> ref(size_t(xs.rows * n));
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    for (int32_t row = offsets[e]; row < offsets[e + 1]; ++row)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((int64_t(e) * n + j) * k + c)]);
+        ref[size_t(row * n + j)] = acc;
+      }
+  return ref;
+}
+
 // One expert_linear case against the fp64 reference over the dequantized experts, for
 // the automatic choice, the fused kernel and (decode sizes) the grouped GEMV with every
 // tile size. pattern: 0 random logits, 1 all tokens on the first top_k experts, 2 the
@@ -175,14 +190,7 @@ void check_expert_linear(int bits, int64_t experts, int64_t n, int64_t k, int to
   const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
   std::vector<float> wd(size_t(experts * n * k));
   cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
-  std::vector<double> ref(size_t(pairs * n));
-  for (int64_t e = 0; e < experts; ++e)
-    for (int32_t row = r.offsets[size_t(e)]; row < r.offsets[size_t(e) + 1]; ++row)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
-        ref[size_t(row * n + j)] = acc;
-      }
+  const std::vector<double> ref = per_expert_reference(xs, wd, r.offsets, n, k);
   const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
   Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(std::max<int64_t>(pairs, 1) * n) * 2);
   Buffer od = Buffer::allocate(Memory::device, r.offsets.size() * 4);
@@ -303,16 +311,14 @@ TEST(GpuExpertLinear, GroupedGemvLeavesRowsOfNoExpertUntouched) {
           << what;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
       const auto got = test::download16(yd.data(), size_t(rows * n));
+      const std::vector<double> all = per_expert_reference(xs, wd, offsets, n, k);
       std::vector<uint16_t> owned;
       std::vector<double> ref;
-      for (int64_t e = 0; e < experts; ++e)
-        for (int32_t row = offsets[size_t(e)]; row < offsets[size_t(e) + 1]; ++row)
-          for (int64_t j = 0; j < n; ++j) {
-            double acc = 0;
-            for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
-            ref.push_back(acc);
-            owned.push_back(got[size_t(row * n + j)]);
-          }
+      for (int64_t row = offsets.front(); row < offsets.back(); ++row)
+        for (int64_t j = 0; j < n; ++j) {
+          ref.push_back(all[size_t(row * n + j)]);
+          owned.push_back(got[size_t(row * n + j)]);
+        }
       EXPECT_LE(test::relative_error(DType::bf16, owned, ref, int64_t(ref.size())), test::tolerance(DType::bf16))
           << what;
       for (int64_t row : {0, 1, 10, 11})
@@ -337,14 +343,7 @@ TEST(GpuExpertLinear, GroupedGemvTakesSmallerTilesWhereXDoesNotFit) {
   const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(4));
   std::vector<float> wd(size_t(experts * n * k));
   cpu::dequantize(flat, MutableTensorView{wd.data(), DType::f32, experts * n, k});
-  std::vector<double> ref(size_t(rows * n));
-  for (int64_t e = 0; e < experts; ++e)
-    for (int32_t row = offsets[size_t(e)]; row < offsets[size_t(e) + 1]; ++row)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t c = 0; c < k; ++c) acc += double(xs.at(row, c)) * double(wd[size_t((e * n + j) * k + c)]);
-        ref[size_t(row * n + j)] = acc;
-      }
+  const std::vector<double> ref = per_expert_reference(xs, wd, offsets, n, k);
   const QuantizedMatrix wq = cuda::to_device(cpu::repack(flat, Layout::mma16));
   Buffer xd = upload(xs), yd = Buffer::allocate(Memory::device, size_t(rows * n) * 2);
   Buffer od = Buffer::allocate(Memory::device, offsets.size() * 4);

@@ -333,9 +333,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   if constexpr (GROUPED) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    if constexpr (!kRowTiles)
+    if constexpr (!kRowTiles) {
       build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1);
-    if constexpr (!kRowTiles) stamp_phase(kProbeOffsetsRead);
+      stamp_phase(kProbeOffsetsRead);
+    }
     const int tiles = kRowTiles ? args.M : tile_start[args.experts];
     U = int64_t(tiles) * US;
     // Whole segments, one per warp, where an even share would save a warp at most
