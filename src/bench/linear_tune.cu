@@ -168,6 +168,7 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
           t.repeats = o.repeats;
           TimingOptions screen = t;
           screen.repeats = 1, screen.warmup_replays = 1;
+          screen.settle_ms = 0.0;  // the finalists settle; ~75 screened candidates per case would not
           const bool screening = o.finalists > 0;
           auto time_plan = [&](const LinearOptions& base, const TimingOptions& how) {
             LinearOptions lo = base;

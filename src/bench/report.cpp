@@ -134,6 +134,7 @@ std::string row_json(const Row& r, const RunInfo& info) {
   j["m"] = r.c.m, j["n"] = r.c.n, j["k"] = r.c.k, j["bits"] = r.c.bits;
   j["residual"] = r.c.residual;
   j["backend"] = r.backend, j["config"] = r.config, j["num_buffers"] = r.num_buffers;
+  j["settle_ms"] = default_settle_ms();
   if (!r.error.empty()) {
     j["error"] = r.error;
   } else {

@@ -1,6 +1,8 @@
 #include "timing.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -25,9 +27,18 @@ __global__ void copy_kernel(uint4* __restrict__ dst, const uint4* __restrict__ s
     __stcs(dst + i, __ldcs(src + i));
 }
 
+std::atomic<double> g_default_settle_ms{kDefaultSettleMs};
+
 }  // namespace
 
 using cuda::detail::check_cuda;
+
+void set_default_settle_ms(double ms) {
+  KBIT_REQUIRE(ms >= 0.0 && ms <= 60000.0, "--settle-ms must be 0..60000, got ", ms);
+  g_default_settle_ms = ms;
+}
+
+double default_settle_ms() { return g_default_settle_ms; }
 
 Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const TimingOptions& o) {
   cudaStream_t stream;
@@ -39,6 +50,14 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
   check_cuda(cudaStreamEndCapture(stream, &graph), "bench: end capture");
   check_cuda(cudaGraphInstantiate(&exec, graph, 0), "bench: instantiate");
   for (int i = 0; i < o.warmup_replays; ++i) check_cuda(cudaGraphLaunch(exec, stream), "bench: warm-up");
+  // Settle: replay until the SM clock has answered this work's own power (timing.h).
+  if (o.settle_ms > 0.0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    do {
+      for (int i = 0; i < std::max(o.replays, 1); ++i) check_cuda(cudaGraphLaunch(exec, stream), "bench: settle");
+      check_cuda(cudaStreamSynchronize(stream), "bench: settle");
+    } while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < o.settle_ms);
+  }
   cudaEvent_t start, stop;
   check_cuda(cudaEventCreate(&start), "bench: event");
   check_cuda(cudaEventCreate(&stop), "bench: event");

@@ -1,7 +1,7 @@
 // The timing core every kbit benchmark uses: the work is captured into a CUDA
 // graph (calls_per_graph calls, rotating over input buffers so that nothing is
 // served from L2), replayed `replays` times between two events per sample, and
-// summarised over `repeats` samples after warm-up.
+// summarised over `repeats` samples after warm-up and a settling period.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,11 +17,22 @@ struct Timing {
   std::vector<double> samples_us;  // per call
 };
 
+// How long the work is replayed, untimed, before its samples (ms), unless a TimingOptions
+// says otherwise: kbit bench's and kbit tune's --settle-ms. Why: the H200 we measure on runs
+// into its software power cap, and its SM clock answers the power of the work before with a
+// lag of ~0.5 s (nvidia-smi every 100 ms, session 43: after a cuBLAS row near 700 W the clock
+// sat at 1620-1800 MHz instead of 1965-1980). Without settling, an issue-bound kernel timed
+// right after heavy work ran up to 30% slower, depending on the rows before it.
+inline constexpr double kDefaultSettleMs = 200.0;
+void set_default_settle_ms(double ms);
+double default_settle_ms();
+
 struct TimingOptions {
   int calls_per_graph = 8;
   int replays = 10;
   int repeats = 15;
   int warmup_replays = 3;
+  double settle_ms = default_settle_ms();  // untimed replays for at least this long after the warm-up
 };
 
 // The q-quantile of v (nearest rank; 0 for none): the benchmarks' medians and percentiles.
