@@ -802,18 +802,24 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         }
       }
       // Into fp32 times the supertile's 2^-e of each token (MMA: tokens 2 c, 2 c + 1). Every
-      // lane, without a branch: a token past M has zero products (x's rows g >= M are zeros in
-      // the B fragment), takes row M - 1's scale, and finish never reads it. (A branch on
-      // 2 c + i < M cost ~8 more instructions per unit at M = 2 (SASS): without it, with the
-      // first MMA on a zero C, dense M = 2 at k = 3, 4 2-4% faster on glm47, H200, 2026-12-03.)
+      // lane, without a branch (but grouped k = 4, below): a token past M has zero products
+      // (x's rows g >= M are zeros in the B fragment), takes row M - 1's scale, and finish
+      // never reads it. (A branch on 2 c + i < M cost ~8 more instructions per unit at M = 2
+      // (SASS): without it, with the first MMA on a zero C, dense M = 2 at k = 3, 4 2-4% faster
+      // on glm47, H200, 2026-12-03.)
       if constexpr (kTensor) {
+        // Grouped k = 4 keeps the branch: without it GLM-4.7 T = 8, 16 ran 1-2% slower (H200,
+        // settled A/Bs on two machines, 2026-12-03), while every other instance gained.
+        constexpr bool kBranchFree = !(GROUPED && KB == 4);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const float x_scale = x_scale_of(tile_xrow + min(2 * c + i, M - 1), st);
+          if (kBranchFree || 2 * c + i < M) {
+            const float x_scale = x_scale_of(tile_xrow + min(2 * c + i, M - 1), st);
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
-            acc[i][h] = fmaf(i ? f.y : f.x, x_scale, acc[i][h]);
+            for (int h = 0; h < 2; ++h) {
+              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
+              acc[i][h] = fmaf(i ? f.y : f.x, x_scale, acc[i][h]);
+            }
           }
         }
       } else {
