@@ -2,8 +2,8 @@
 # Pack binaries built on the CPU machine (sm_90a, cudart static) for a device call, so that the
 # call spends no device time on builds: scripts/carry_pack.sh NAME=PATH... writes
 # build-gz/binaries.tar.xz, the stripped binaries in one solid xz stream with a dictionary
-# larger than one binary: builds of one tree share most bytes, so three kbit-sized binaries
-# pack into ~5 MB where one alone takes ~3.6. Then call the device with carry ["build-gz"]
+# larger than one binary: builds of one tree share most bytes, so four kbit-sized binaries
+# pack into ~4.2 MB where one alone takes ~3.6. Then call the device with carry ["build-gz"]
 # and a command that starts with scripts/device_carried.sh. The device's copy of the tree
 # plus the carried paths must stay under 64 MiB.
 set -euo pipefail

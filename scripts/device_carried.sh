@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# On the device: unpack build-gz/binaries.tar.xz (scripts/carry_pack.sh; or an older build-gz/NAME.xz)
-# to build-dev/NAME, then run
-# the given command, e.g. scripts/device_carried.sh 'build-dev/kbit_a bench --model glm47 --m 1'.
+# On the device: unpack build-gz/binaries.tar.xz (scripts/carry_pack.sh) to build-dev/NAME, then
+# run the given command, e.g. scripts/device_carried.sh 'build-dev/kbit_a bench --model glm47 --m 1'.
 # Only 8 files come back from $OUT: have the command tar its results into one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,12 +12,5 @@ for f in build-gz/*.tar.xz; do
   else python3 -c "import lzma, sys, tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])" "$f" build-dev; fi
 done
 chmod +x build-dev/* 2> /dev/null
-for f in build-gz/*.xz; do
-  case "$f" in *.tar.xz) continue ;; esac
-  o="build-dev/$(basename "$f" .xz)"
-  if command -v xz > /dev/null; then xz -dc "$f" > "$o"
-  else python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$f" "$o"; fi
-  chmod +x "$o"
-done
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } | tee "${OUT:-/tmp/kbit-out}/device.txt"
 bash -c "$*"

@@ -201,7 +201,8 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
         std::printf("%5lld %2d %8s %14.2f %12.2f %7.2fx %9.2f %10.2f\n", (long long)t, bits, with_shared ? "yes" : "no",
                     tf.median_us, tg.median_us, tf.median_us / tg.median_us, tr.median_us, tc.median_us);
         rows.push_back({{"model", o.model}, {"row", "moe_forward"}, {"tokens", t}, {"top_k", gu->active}, {"bits", bits},
-                        {"experts", e}, {"routings", nr}, {"shared_expert", with_shared}, {"settle_ms", default_settle_ms()}, {"moe_forward_us", tf.median_us},
+                        {"experts", e}, {"routings", nr}, {"shared_expert", with_shared},
+                        {"settle_ms", default_settle_ms()}, {"moe_forward_us", tf.median_us},
                         {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us},
                         {"route_alone_us", tr.median_us}, {"combine_alone_us", tc.median_us}, {"device", dev.name},
                         {"commit", kbit::detail::kGitCommit}});
@@ -305,7 +306,8 @@ void run_moe_bench(const MoeBenchOptions& o) {
         rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
                         {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
                         {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
-                        {"kbit_effective_TBps", r.kbit_tbps}, {"settle_ms", default_settle_ms()}, {"kbit_items", std::string(linear_items_name(o.kbit.items))}, {"kbit_tile_rows", o.kbit.tile_rows},
+                        {"kbit_effective_TBps", r.kbit_tbps}, {"settle_ms", default_settle_ms()},
+                        {"kbit_items", std::string(linear_items_name(o.kbit.items))}, {"kbit_tile_rows", o.kbit.tile_rows},
                         {"device", dev.name}, {"commit", kbit::detail::kGitCommit}});
       }
   }

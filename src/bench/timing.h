@@ -19,10 +19,10 @@ struct Timing {
 
 // How long the work is replayed, untimed, before its samples (ms), unless a TimingOptions
 // says otherwise: kbit bench's and kbit tune's --settle-ms. Why: the H200 we measure on runs
-// into its software power cap, and its SM clock answers the power of the work before with a
-// lag of ~0.5 s (nvidia-smi every 100 ms, session 43: after a cuBLAS row near 700 W the clock
-// sat at 1620-1800 MHz instead of 1965-1980). Without settling, an issue-bound kernel timed
-// right after heavy work ran up to 30% slower, depending on the rows before it.
+// into its 700 W software power cap under heavy rows, and its SM clock answers the power of
+// the work before with a lag of ~0.5 s (nvidia-smi every 20 ms, 2026-12-03: 1425-1935 MHz
+// under the cap, 1965-1980 otherwise). Without settling, an issue-bound kernel timed right
+// after heavy work ran up to 37% slower, depending on the rows before it.
 inline constexpr double kDefaultSettleMs = 200.0;
 void set_default_settle_ms(double ms);
 double default_settle_ms();

@@ -808,7 +808,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       // (SASS): without it, with the first MMA on a zero C, dense M = 2 at k = 3, 4 2-4% faster
       // on glm47, H200, 2026-12-03.)
       if constexpr (kTensor) {
-        // Grouped k = 4 keeps the branch: without it GLM-4.7 T = 8, 16 ran 1-2% slower (H200,
+        // Grouped k = 4 keeps the branch: without it GLM-4.7 T = 8, 16 ran 0-2.5% slower (H200,
         // settled A/Bs on two machines, 2026-12-03), while every other instance gained.
         constexpr bool kBranchFree = !(GROUPED && KB == 4);
 #pragma unroll
