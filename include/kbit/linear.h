@@ -5,10 +5,8 @@
 // give bit-identical results run to run.
 //
 // Paths (LinearPath), chosen by M, shape, bit width and GPU (see plan_linear):
-//   gemv            decode GEMV for M = 1..16 (W in the mma16 layout; x staged in
-//                   shared memory, so M x K is bounded): weights decoded by table
-//                   lookup, products by HFMA2 (M = 1, 2) or m16n8k16 MMAs with the
-//                   tokens as the narrow side (one token tile to M = 8, two to 16);
+//   gemv            CUDA-core GEMV for M = 1..4 (W in the mma16 layout): one
+//                   packed-fp16 lookup and one HFMA2 per pair of weights and token;
 //   fused_mma       dequantize + mma.sync in one kernel (W in the mma16 layout);
 //                   every M, best for small batches;
 //   dequant_cublas  dequantize W into the workspace, then cuBLASLt (prefill).

@@ -100,7 +100,7 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   LinearOptions g;
   g.path = LinearPath::gemv;
   try {
-    add(g);  // M <= 16 with x fitting in one CTA's shared memory
+    add(g);  // M <= 4 with x fitting in one CTA's shared memory
   } catch (const Error&) {
   }
   return out;

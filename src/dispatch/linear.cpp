@@ -100,8 +100,6 @@ bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits) {
   // products (thirty-fifth session) shared_gu ties it at M = 3, 4 (within 3%) and long K
   // still loses at k = 2..4 (glm47 o: 19.5-21.4 against 18.1-19.8 us; bench/results/
   // h200-linear-bench-all-m2-4-session35.jsonl); the tuned table has these shapes.
-  // M = 5..16 (the 8- and 16-token instances): only where the tuned table says.
-  if (m > cuda::detail::kGemvNarrowMaxM) return false;
   const int64_t units = ceil_div(n, 16) * ceil_div(k, 128);
   if (units < 16384) return false;
   return m <= 2 || (k <= 8192 && units < 49152);
@@ -226,8 +224,8 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.source = "heuristic";
   const detail::LinearConfig* c = detail::find_linear_config(bits, n, k, m, o.pdl);
   if (c) p.source = "table";
-  // A tuned entry decides; otherwise M <= 4 takes the GEMV where it was measured faster
-  // (M = 5..16 only by a tuned entry), unless the caller overrides the fused kernel's shape.
+  // A tuned entry decides; otherwise M <= 4 takes the CUDA-core GEMV where it was
+  // measured faster, unless the caller overrides the fused kernel's shape.
   const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
   const bool gemv = detail::gemv_supports(m, k, bits);
   const bool large = n * k >= detail::kStripesMinWeights;
@@ -331,10 +329,9 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
   impl_->rotated = Buffer::allocate(Memory::device, size_t(l.max_m * l.max_k) * 2);
   if (l.max_m >= 1) {
     // Two pieces of 16 rows x M tokens per warp of one wave of GEMV CTAs (kGemvMaxCtasPerSm),
-    // for the largest GEMV instance the limits allow: the grouped mode takes tiles of up to
-    // 4 rows even when the call has fewer rows (1 MB on an H200; 4.3 MB from max_m = 9).
-    const int64_t m = std::max<int64_t>(cuda::detail::kGemvNarrowMaxM,
-                                        cuda::detail::gemv_instance_m(std::min<int64_t>(l.max_m, cuda::detail::kGemvMaxM)));
+    // for the GEMV's largest M: the grouped mode takes tiles of up to 4 rows even when
+    // the call has fewer rows (1 MB on an H200).
+    const int64_t m = cuda::detail::kGemvMaxM;
     impl_->gemv_piece_floats = 2 * int64_t(current_sm_count()) * cuda::detail::kGemvMaxCtasPerSm * cuda::detail::kGemvWarps * 16 * m;
     // One counter per stripe; the grouped GEMV needs one per (tile, stripe) with at most
     // 2 P tiles for P <= kGroupedGemvMaxRows rows.

@@ -85,7 +85,7 @@ bool try_dense_gemv(const TensorView& source, const GemvInput& in, const Quantiz
 // The fused kernel's arguments for W (mma16) and x, y: pointers, sizes, geometry.
 cuda::detail::FusedArgs fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y);
 
-// Whether the decode GEMV takes (M, K) at this bit width (M <= 16, x fits in shared memory).
+// Whether the CUDA-core GEMV takes (M, K) at this bit width (M <= 4, x fits in shared memory).
 bool gemv_supports(int64_t m, int64_t k, int bits);
 // Whether the automatic plan takes the GEMV for (M, N, K, k): supported and measured faster.
 bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits);

@@ -224,7 +224,7 @@ void add_bench_command(CLI::App& app) {
                                                        "experts): per-warp %globaltimer stamps from the kernel");
   pcmd->add_option("--shape", probe->shape, "model.projection of data/shapes.json")->capture_default_str();
   pcmd->add_option("--bits", probe->bits, "bit width 2..5")->capture_default_str();
-  pcmd->add_option("--m", probe->m, "tokens: 1..16 (dense), routed tokens (expert projections)")->capture_default_str();
+  pcmd->add_option("--m", probe->m, "tokens: 1..4 (dense), routed tokens (expert projections)")->capture_default_str();
   pcmd->add_option("--iterations", probe->iterations, "probed calls")->capture_default_str();
   pcmd->add_flag("--hot-x", probe->hot_x, "x in L2 at each call (a decode step's activations); weights stay cold");
   pcmd->add_flag("--warm-code", probe->warm_code,

@@ -1,15 +1,12 @@
-// The decode GEMV: y[M, N] = x[M, K] W^T (+ bias) (+ residual) for M = 1..16,
+// The decode GEMV: y[M, N] = x[M, K] W^T (+ bias) (+ residual) for M = 1..4,
 // W in the mma16 layout (layout.h, the same bytes the fused mma.sync kernel reads),
 // x and y fp16 or bf16, fp16 products summed per 8 weights (HFMA2) or per 32-column block
 // (tensor cores), fp32 across supertiles.
 //
 // Products: at M = 1 (and M = 2, k = 2) one HFMA2 per pair and token. From M = 3 (M = 2
 // at k >= 3) the decoded pairs, which are m16n8k16 A fragments as they stand, go to the
-// tensor cores: two mma.sync with fp16 accumulators per 32-column block and token tile of
-// 8 (kGemvTensorProducts: the rule and its measurements). M = 1..4 have an instance each;
-// M = 5..8 run on the 8-token instance (one token tile) and 9..16 on the 16-token one (two
-// tiles, the decode shared), both dense only and staging only the call's rows, split
-// around the table where x fits on neither side (kGemvWide, GemvSmem::x2).
+// tensor cores: two mma.sync with fp16 accumulators per 32-column block, whatever M
+// (kGemvTensorProducts: the rule and its measurements).
 // Decode by table lookup in shared memory, replicated per lane (conflict-free):
 // k = 4: one prmt turns a pair-code byte into the address of its packed fp16 pair
 // (table of 256 x 256 bytes on a 64 KB boundary); k = 2: two bytes of a word give a
@@ -105,13 +102,10 @@ namespace kbit::cuda::detail {
 
 // Per launch: where the regions are, how many warps have units (grouped: computed on
 // the device) and how many rows of x a CTA stages.
-// x_rows_first, x2_off: the 8- and 16-token instances' rows past the first x_rows_first
-// are at x2_off (GemvSmem).
 struct GemvLaunch {
   int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0, local_off = -1;
   int active_warps = 0;
   int x_rows = 1;
-  int x_rows_first = 1, x2_off = 0;
 };
 
 __device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c) {
@@ -216,11 +210,6 @@ inline constexpr unsigned kGemvK2RegisterSteps = 0x03u;
 // eight is useful).
 template <int KB, int M>
 inline constexpr bool kGemvTensorProducts = M >= 3 || (M == 2 && KB >= 3);
-// The 8- and 16-token instances (dense, M = 5..16): one or two m16n8k16 token tiles of the
-// same decoded A fragments, x's rows in one or two regions (GemvSmem), the call's row
-// count at run time.
-template <int M>
-inline constexpr bool kGemvWide = M > kGemvNarrowMaxM;
 
 // Pair codes of k-step s of block j as packed fp16 pairs a[0..3] (rows g, g+8, g, g+8).
 // pool_lo / pool_hi: k = 2's levels for the register decode (k2_level_pools).
@@ -297,9 +286,6 @@ template <int KB, typename T, int M, bool GROUPED>
 __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     gemv_kernel(const GemvArgs args, const GemvLaunch launch) {
   constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp (~3 KB)
-  constexpr bool kWide = kGemvWide<M>;
-  static_assert(!kWide || (!GROUPED && (M == 8 || M == 16)), "wide instances: dense, 8 or 16 tokens");
-  constexpr int kTokenTiles = M > 8 ? 2 : 1;  // m16n8k16 token tiles (tensor products)
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_words);
@@ -561,10 +547,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // Per warp w of the CTA, for the split stripe that starts in w's range (its last one) when
   // all its warps are in this CTA: an arrival counter (picks the warp that sums) and an
   // mbarrier that all the stripe's lanes arrive on (orders the pieces before the sum).
-  constexpr int kLocalPieceFloats = int(gemv_local_piece_floats(M));
-  unsigned* const local_counters = reinterpret_cast<unsigned*>(local_pieces + kLocalPieceFloats);
+  unsigned* const local_counters = reinterpret_cast<unsigned*>(local_pieces + kGemvLocalPieceFloats);
   const uint32_t local_bars = sbase + uint32_t(has_local ? launch.local_off : 0) +
-                              uint32_t(kLocalPieceFloats * 4 + kGemvWarps * 4);
+                              uint32_t(kGemvLocalPieceFloats * 4 + kGemvWarps * 4);
   if (has_local && active && lane == 0) {
     local_counters[warp] = 0;
     const int s0 = (u1 - 1) / int(S) * int(S);
@@ -618,12 +603,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
           const __half2 p = __floats2half2_rn(v[2 * i] * scale, v[2 * i + 1] * scale);
           h[i] = *reinterpret_cast<const uint32_t*>(&p);
         }
-        uint32_t dst = xs + uint32_t(chunk * 16);
-        if constexpr (kWide) {  // rows from x_rows_first on in the second region
-          const int second = chunk - launch.x_rows_first * row_chunks;
-          if (second >= 0) dst = sbase + uint32_t(launch.x2_off + second * 16);
-        }
-        sts128(dst, make_uint4(h[0], h[1], h[2], h[3]));
+        sts128(xs + uint32_t(chunk * 16), make_uint4(h[0], h[1], h[2], h[3]));
         if ((threadIdx.x & 15) == 0) x_scales[chunk / 16] = __int_as_float((127 - e) << 23);
       }
     }
@@ -645,24 +625,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // row's 2^-e there.
   auto x_chunk = [&](int r, int st, int j) { return lds128(x_lane + uint32_t((r * kpad + st * 128 + 32 * j) * 2)); };
   auto x_scale_of = [&](int r, int st) { return x_scales[r * S + st]; };
-  // Wide instances: lane (g, c)'s B-fragment row 8 nt + g of token tile nt (its address at
-  // column 8 c, whether the call has that row) and the x-scale rows of its accumulator tokens
-  // 8 nt + 2 c + i (rows past the call's clamped to its last: their products are zeros).
-  [[maybe_unused]] uint32_t x_row_lane[kTokenTiles];
-  [[maybe_unused]] bool x_row_live[kTokenTiles];
-  [[maybe_unused]] int x_scale_row[kTokenTiles][2];
-  if constexpr (kWide) {
-#pragma unroll
-    for (int nt = 0; nt < kTokenTiles; ++nt) {
-      const int r = 8 * nt + g;
-      x_row_live[nt] = r < launch.x_rows;
-      x_row_lane[nt] = sbase + uint32_t(16 * c) +
-                       uint32_t(r < launch.x_rows_first ? x_off + r * kpad * 2
-                                                        : launch.x2_off + (r - launch.x_rows_first) * kpad * 2);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) x_scale_row[nt][i] = min(8 * nt + 2 * c + i, launch.x_rows - 1) * int(S);
-    }
-  }
   auto enter_tile = [&](int tile) {
     if constexpr (kRowTiles) {
       tile_m0 = tile;
@@ -677,11 +639,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       tile_seg0 = tile * args.stripes;
     }
   };
-  // y for the tile's token t (lane c's: narrow instances, t = c), rows 16 * stripe + g and
-  // + 8: scale, bias, residual.
-  auto store = [&](int stripe, int t, float v0, float v1) {
-    const int64_t token = int64_t(tile_m0) + t;
-    if (t < M && token < tile_m_end) {
+  // y for lane c's token, rows 16 * stripe + g and + 8: scale, bias, residual.
+  auto store = [&](int stripe, float v0, float v1) {
+    const int64_t token = int64_t(tile_m0) + c;
+    if (c < M && token < tile_m_end) {
       const float sc = tensor_scale * args.out_factor;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -702,26 +663,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   auto slot_of = [&](int w, int stripe_seg) { return range_start(w) >= stripe_seg * int(S) ? 0 : 1; };
   // acc: HFMA2 products [token][row g + 8 h], lane c's quarter of the columns; MMAs [token
   // 2 c + i][row g + 8 h], whole rows.
-  constexpr int kAccTokens = kTensor ? 2 * kTokenTiles : M;
-  // The tokens a lane finishes: token c (narrow instances, after the shuffles below), or its
-  // accumulator tokens 8 nt + 2 c + i as they stand (wide).
-  constexpr int kLaneTokens = kWide ? kAccTokens : 1;
-  auto lane_token = [&](int i) { return kWide ? 8 * (i >> 1) + 2 * c + (i & 1) : c; };
+  constexpr int kAccTokens = kTensor ? 2 : M;
   auto finish = [&](int stripe_seg, int pu0, int pu1, float (&acc)[kAccTokens][2]) {
     const int stripe = stripe_seg - tile_seg0;  // within the matrix (dense: the segment is the stripe)
-    // v[i][h]: token lane_token(i), row g + 8 h
-    float v[kLaneTokens][2];
-    if constexpr (kWide) {
-#pragma unroll
-      for (int i = 0; i < kLaneTokens; ++i) v[i][0] = acc[i][0], v[i][1] = acc[i][1];
-    } else if constexpr (kTensor) {
+    // lane c handles token c
+    float v0 = 0.0f, v1 = 0.0f;
+    if constexpr (kTensor) {
       // held by lane (g, c / 2) as its token 2 (c / 2) + (c & 1)
       const int src = (lane & ~3) | (c >> 1);
       const float t0h0 = __shfl_sync(0xffffffffu, acc[0][0], src), t1h0 = __shfl_sync(0xffffffffu, acc[1][0], src);
       const float t0h1 = __shfl_sync(0xffffffffu, acc[0][1], src), t1h1 = __shfl_sync(0xffffffffu, acc[1][1], src);
-      v[0][0] = (c & 1) ? t1h0 : t0h0, v[0][1] = (c & 1) ? t1h1 : t0h1;
+      v0 = (c & 1) ? t1h0 : t0h0, v1 = (c & 1) ? t1h1 : t0h1;
     } else {
-      v[0][0] = 0.0f, v[0][1] = 0.0f;
 #pragma unroll
       for (int t = 0; t < M; ++t)
 #pragma unroll
@@ -731,7 +684,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         }
 #pragma unroll
       for (int t = 0; t < M; ++t)
-        if (t == c) v[0][0] = acc[t][0], v[0][1] = acc[t][1];
+        if (t == c) v0 = acc[t][0], v1 = acc[t][1];
     }
     if (pu0 != stripe_seg * int(S) || pu1 != (stripe_seg + 1) * int(S)) {
       const int first = owner(stripe_seg * int(S)), last = owner(stripe_seg * int(S) + int(S) - 1);
@@ -740,11 +693,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         // shared atomic and an mbarrier instead of ~1.2 us of global fence, atomic and
         // loads), summed by the last warp to arrive in warp order as below.
         float* piece = local_pieces + (2 * warp + own_slot(pu0)) * 16 * M;
-#pragma unroll
-        for (int i = 0; i < kLaneTokens; ++i) {
-          const int t = lane_token(i);
-          if (t < M) piece[g * M + t] = v[i][0], piece[(g + 8) * M + t] = v[i][1];
-        }
+        if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
         const int base = (first / kGemvWarps) * kGemvWarps;
         const uint32_t bar = local_bars + uint32_t(first - base) * 8;
         mbarrier_arrive(bar);  // release: this lane's piece values
@@ -754,25 +703,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         arrived = __shfl_sync(0xffffffffu, arrived, 0);
         if (arrived != unsigned(last - first)) return;
         mbarrier_wait(bar, 0);  // acquire: every lane of every warp has arrived (at once, in practice)
-#pragma unroll
-        for (int i = 0; i < kLaneTokens; ++i) {
-          const int t = lane_token(i);
-          float v0 = 0.0f, v1 = 0.0f;
-          if (t < M)
-            for (int w = first; w <= last; ++w) {
-              const float* p = local_pieces + (2 * (w - base) + slot_of(w, stripe_seg)) * 16 * M;
-              v0 += p[g * M + t], v1 += p[(g + 8) * M + t];
-            }
-          v[i][0] = v0, v[i][1] = v1;
-        }
+        v0 = 0.0f, v1 = 0.0f;
+        if (c < M)
+          for (int w = first; w <= last; ++w) {
+            const float* p = local_pieces + (2 * (w - base) + slot_of(w, stripe_seg)) * 16 * M;
+            v0 += p[g * M + c], v1 += p[(g + 8) * M + c];
+          }
       } else {
         const int64_t slot = 2 * int64_t(wg) + own_slot(pu0);
         float* piece = args.pieces + slot * 16 * M;
-#pragma unroll
-        for (int i = 0; i < kLaneTokens; ++i) {
-          const int t = lane_token(i);
-          if (t < M) piece[g * M + t] = v[i][0], piece[(g + 8) * M + t] = v[i][1];
-        }
+        if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
         __threadfence();
         __syncwarp();
         unsigned arrived = 0;
@@ -780,32 +720,26 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         arrived = __shfl_sync(0xffffffffu, arrived, 0);
         if (arrived != unsigned(last - first)) return;
         __threadfence();
+        v0 = 0.0f, v1 = 0.0f;
+        if (c < M)
+          for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
+            float p0[8], p1[8];
 #pragma unroll
-        for (int i = 0; i < kLaneTokens; ++i) {
-          const int t = lane_token(i);
-          float v0 = 0.0f, v1 = 0.0f;
-          if (t < M)
-            for (int w0 = first; w0 <= last; w0 += 8) {  // 8 pieces' loads in flight, summed in warp order
-              float p0[8], p1[8];
-#pragma unroll
-              for (int q = 0; q < 8; ++q) {
-                const int w = w0 + q;
-                p0[q] = p1[q] = 0.0f;
-                if (w <= last) {
-                  const float* p = args.pieces + (2 * int64_t(w) + slot_of(w, stripe_seg)) * 16 * M;
-                  p0[q] = __ldcg(p + g * M + t), p1[q] = __ldcg(p + (g + 8) * M + t);
-                }
+            for (int i = 0; i < 8; ++i) {
+              const int w = w0 + i;
+              p0[i] = p1[i] = 0.0f;
+              if (w <= last) {
+                const float* p = args.pieces + (2 * int64_t(w) + slot_of(w, stripe_seg)) * 16 * M;
+                p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
               }
-#pragma unroll
-              for (int q = 0; q < 8; ++q) v0 += p0[q], v1 += p1[q];
             }
-          v[i][0] = v0, v[i][1] = v1;
-        }
+#pragma unroll
+            for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
+          }
         if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
       }
     }
-#pragma unroll
-    for (int i = 0; i < kLaneTokens; ++i) store(stripe, lane_token(i), v[i][0], v[i][1]);
+    store(stripe, v0, v1);
   };
 
   uint32_t pool_lo = 0, pool_hi = 0;  // k = 2's levels for kGemvK2RegisterSteps
@@ -837,7 +771,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       for (int q = 0; q < KB; ++q) w[2 * q] = cur.w[q].x, w[2 * q + 1] = cur.w[q].y;
       // hacc[t][h]: the fp16 partial of rows g + 8 h. HFMA2: token t, lane (g, c)'s 8 weights
       // per block; MMA (one entry): tokens 2 c and 2 c + 1, the block's 32 columns.
-      uint32_t hacc[kTensor ? kTokenTiles : M][2];
+      uint32_t hacc[kTensor ? 1 : M][2];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         uint32_t a0[4], a1[4];
@@ -845,23 +779,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         gemv_decode<KB>(w, j, 1, lut_lane, pool_lo, pool_hi, a1);
         const uint32_t s_lo = scale_pair<__half>(cur.scales.x, j), s_hi = scale_pair<__half>(cur.scales.y, j);
         if constexpr (kTensor) {
-          // Two MMAs per token tile: lane (g, c)'s B fragment is token 8 nt + g's 8 columns
-          // 32 j + 8 c .. + 8, one LDS.128 for both k-steps (tokens past the call's are
-          // zeros); c_row[h]: rows g + 8 h. The row's block scale by one HFMA2 (|partial| < 4
-          // blocks x 32 x 64 x 2).
-#pragma unroll
-          for (int nt = 0; nt < kTokenTiles; ++nt) {
-            uint4 xv = make_uint4(0u, 0u, 0u, 0u);
-            if constexpr (kWide) {
-              if (x_row_live[nt]) xv = lds128(x_row_lane[nt] + uint32_t((st * 128 + 32 * j) * 2));
-            } else {
-              if (g < M) xv = x_chunk(tile_xrow + g, st, j);
-            }
-            uint32_t c_row[2];
-            mma_16816_f16(c_row, a0, xv.x, xv.y);
-            mma_16816_f16acc(c_row, a1, xv.z, xv.w);
-            add_scaled(hacc[nt], c_row[0], c_row[1], s_lo, s_hi, j == 0);
-          }
+          // Two MMAs: lane (g, c)'s B fragment is token g's 8 columns 32 j + 8 c .. + 8, one
+          // LDS.128 for both k-steps (tokens g >= M are zeros); c_row[h]: rows g + 8 h. The
+          // row's block scale by one HFMA2 (|partial| < 4 blocks x 32 x 64 x 2).
+          uint4 xv = make_uint4(0u, 0u, 0u, 0u);
+          if (g < M) xv = x_chunk(tile_xrow + g, st, j);
+          uint32_t c_row[2];
+          mma_16816_f16(c_row, a0, xv.x, xv.y);
+          mma_16816_f16acc(c_row, a1, xv.z, xv.w);
+          add_scaled(hacc[0], c_row[0], c_row[1], s_lo, s_hi, j == 0);
         } else {
           // One HFMA2 per pair and token, the block scale by one more.
 #pragma unroll
@@ -886,19 +812,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
         // settled A/Bs on two machines, 2026-12-03), while every other instance gained.
         constexpr bool kBranchFree = !(GROUPED && KB == 4);
 #pragma unroll
-        for (int nt = 0; nt < kTokenTiles; ++nt)
+        for (int i = 0; i < 2; ++i) {
+          if (kBranchFree || 2 * c + i < M) {
+            const float x_scale = x_scale_of(tile_xrow + min(2 * c + i, M - 1), st);
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            if (kBranchFree || 2 * c + i < M) {
-              const float x_scale = kWide ? x_scales[x_scale_row[nt][i] + st]
-                                          : x_scale_of(tile_xrow + min(2 * c + i, M - 1), st);
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[nt][h]));
-                acc[2 * nt + i][h] = fmaf(i ? f.y : f.x, x_scale, acc[2 * nt + i][h]);
-              }
+            for (int h = 0; h < 2; ++h) {
+              const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hacc[0][h]));
+              acc[i][h] = fmaf(i ? f.y : f.x, x_scale, acc[i][h]);
             }
           }
+        }
       } else {
 #pragma unroll
         for (int t = 0; t < M; ++t) {
@@ -934,7 +857,6 @@ void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launc
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
   launch.tile_table_off = int(map.tile_table);
   launch.local_off = int(map.local);
-  launch.x_rows_first = int(map.x_rows_first), launch.x2_off = int(map.x2);
   launch_maybe_pdl(kernel, grid, block, size_t(map.total), stream, a.pdl, "gemv kernel launch", a, launch);
   check_launch("gemv kernel");
 }
@@ -957,13 +879,10 @@ int gemv_ctas_per_sm(int64_t smem) {
   return per_sm;
 }
 
-// Dense: M = 1..4 an instance each, 5..8 and 9..16 the 8- and 16-token instances, which
-// stage the call's a.M rows.
 template <int KB, typename T, int M>
 void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
-  KBIT_REQUIRE(gemv_instance_m(a.M) == M, "gemv: M = ", a.M, " launched on the ", M, "-token instance");
-  const GemvSmem map = gemv_smem_map(KB, a.M, a.K, dynamic_smem_base(), 0, M);
-  KBIT_REQUIRE(map.total <= kGemvMaxSmem, "gemv: M = ", a.M, ", K = ", a.K, " needs ", map.total,
+  const GemvSmem map = gemv_smem_map(KB, M, a.K, dynamic_smem_base());
+  KBIT_REQUIRE(map.total <= kGemvMaxSmem, "gemv: M = ", M, ", K = ", a.K, " needs ", map.total,
                " bytes of shared memory, more than ", kGemvMaxSmem);
   const int per_sm = std::min(gemv_ctas_per_sm<KB, T, M, false>(map.total), kGemvMaxCtasPerSm);
   const int64_t units = int64_t(a.stripes) * a.supertiles;
@@ -984,7 +903,7 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
                " counters; this call needs ", 2 * warps * 16 * M, " and ", a.stripes);
   GemvLaunch launch;
   launch.active_warps = int(warps);
-  launch.x_rows = a.M;
+  launch.x_rows = M;
   launch_gemv_kernel<KB, T, M, false>(a, map, launch, ctas, stream);
 }
 
@@ -1025,27 +944,8 @@ void launch_grouped_instance(const GemvArgs& a, cudaStream_t stream) {
                                      p.ctas, stream);
 }
 
-// The 8- and 16-token instances (gemv_wide_k*.cu: their own translation units, for build time).
-template <int KB>
-void launch_gemv_wide(const GemvArgs& a, DType t, cudaStream_t stream) {
-  auto typed = [&]<typename T>() {
-    if (gemv_instance_m(a.M) == 8) return launch_gemv_instance<KB, T, 8>(a, stream);
-    return launch_gemv_instance<KB, T, 16>(a, stream);
-  };
-  if (t == DType::f16) return typed.template operator()<__half>();
-  typed.template operator()<__nv_bfloat16>();
-}
-
 template <int KB>
 void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
-  KBIT_REQUIRE(t == DType::f16 || t == DType::bf16, "gemv: x must be F16 or BF16, got ", dtype_name(t));
-  if (!a.expert_offsets && a.M > kGemvNarrowMaxM) {
-    KBIT_REQUIRE(a.M <= kGemvMaxM, "gemv: M must be 1..", kGemvMaxM, ", got ", a.M);
-    if constexpr (KB == 2) return launch_gemv_wide_k2(a, t, stream);
-    if constexpr (KB == 3) return launch_gemv_wide_k3(a, t, stream);
-    if constexpr (KB == 4) return launch_gemv_wide_k4(a, t, stream);
-    if constexpr (KB == 5) return launch_gemv_wide_k5(a, t, stream);
-  }
   auto typed = [&]<typename T>() {
     if (a.expert_offsets) {  // grouped: tiles of tile_rows rows
       switch (a.tile_rows) {
@@ -1064,6 +964,7 @@ void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
     }
   };
   if (t == DType::f16) return typed.template operator()<__half>();
+  KBIT_REQUIRE(t == DType::bf16, "gemv: x must be F16 or BF16, got ", dtype_name(t));
   typed.template operator()<__nv_bfloat16>();
 }
 

@@ -1,4 +1,4 @@
-// Arguments and launch entry points of the decode GEMV for M = 1..16 (gemv.cuh).
+// Arguments and launch entry points of the CUDA-core GEMV for M = 1..4 (gemv.cuh).
 // Host code (src/dispatch) fills GemvArgs; the kernels are instantiated per bit
 // width in gemv_k{2,3,4,5}.cu.
 #pragma once
@@ -13,12 +13,7 @@
 
 namespace kbit::cuda::detail {
 
-inline constexpr int kGemvMaxM = 16;      // tokens per dense call
-// M = 1..4 have an instance each (and grouped tiles have 1, 2 or 4 rows); M = 5..8 and
-// 9..16 share the instances of 8 and 16 tokens (one or two m16n8k16 token tiles), which
-// stage only the call's rows.
-inline constexpr int kGemvNarrowMaxM = 4;
-constexpr int gemv_instance_m(int64_t m) { return m <= kGemvNarrowMaxM ? int(m) : m <= 8 ? 8 : 16; }
+inline constexpr int kGemvMaxM = 4;       // tokens per call
 inline constexpr int kGemvWarps = 16;     // warps per CTA
 inline constexpr int kGemvMinUnits = 2;   // (stripe, supertile) units per warp at least
 inline constexpr int kGemvMaxCtasPerSm = 2;  // the workspace's partial sums are sized for this
@@ -103,10 +98,5 @@ void launch_gemv_k2(const GemvArgs& a, DType t, cudaStream_t stream);
 void launch_gemv_k3(const GemvArgs& a, DType t, cudaStream_t stream);
 void launch_gemv_k4(const GemvArgs& a, DType t, cudaStream_t stream);
 void launch_gemv_k5(const GemvArgs& a, DType t, cudaStream_t stream);
-// Dense M = 5..16 (the 8- and 16-token instances; launch_gemv_k* forwards there).
-void launch_gemv_wide_k2(const GemvArgs& a, DType t, cudaStream_t stream);
-void launch_gemv_wide_k3(const GemvArgs& a, DType t, cudaStream_t stream);
-void launch_gemv_wide_k4(const GemvArgs& a, DType t, cudaStream_t stream);
-void launch_gemv_wide_k5(const GemvArgs& a, DType t, cudaStream_t stream);
 
 }  // namespace kbit::cuda::detail

@@ -20,7 +20,7 @@ __global__ void probe_dynamic_smem_base(int* out) {
 
 int64_t gemv_smem_bytes(int bits, int64_t m, int64_t k) {
   if (m < 1 || m > kGemvMaxM || bits < 2 || bits > 5) return 0;
-  const int64_t total = gemv_smem_map(bits, m, k, kTypicalDynamicBase, 0, gemv_instance_m(m)).total;
+  const int64_t total = gemv_smem_map(bits, m, k, kTypicalDynamicBase).total;
   return total <= kGemvMaxSmem ? total : 0;
 }
 

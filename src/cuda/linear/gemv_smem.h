@@ -12,23 +12,15 @@ namespace kbit::cuda::detail {
 // Dynamic shared memory map of one CTA (offsets from the dynamic base): the pair
 // table, x (M rows of supertiles * 128 fp16 values), x's power-of-two scales
 // ([M][supertiles] floats, 2^-e), the grouped tile table, and the local pieces.
-// x's rows: the first x_rows_first at x, the rest at x2 (the 8- and 16-token instances only,
-// where x does not fit on one side of the prmt table: rows before and after it).
 struct GemvSmem {
   int64_t lut = 0, x = 0, x_scales = 0, tile_table = 0, local = 0, total = 0;  // local -1: none
-  int64_t x_rows_first = 0, x2 = 0;
 };
 
 // Split stripes whose warps are all in one CTA meet in shared memory: a head and a tail
-// piece slot per warp ([2 * kGemvWarps][16][tokens] floats, tokens = the instance's M, at
-// least kGemvNarrowMaxM), then per warp an arrival counter (4 bytes) and an mbarrier (8
-// bytes), for the split stripe its range starts.
-constexpr int64_t gemv_local_piece_floats(int64_t instance_m) {
-  return 2 * kGemvWarps * 16 * (instance_m > kGemvNarrowMaxM ? instance_m : kGemvNarrowMaxM);
-}
-constexpr int64_t gemv_local_bytes(int64_t instance_m) {
-  return gemv_local_piece_floats(instance_m) * 4 + kGemvWarps * (4 + 8);
-}
+// piece slot per warp ([2 * kGemvWarps][16][kGemvMaxM] floats), then per warp an arrival
+// counter (4 bytes) and an mbarrier (8 bytes), for the split stripe its range starts.
+constexpr int64_t kGemvLocalPieceFloats = 2 * kGemvWarps * 16 * kGemvMaxM;
+constexpr int64_t gemv_local_bytes() { return kGemvLocalPieceFloats * 4 + kGemvWarps * (4 + 8); }
 
 // Lookup tables, all replicated per lane so that lookups never conflict on a bank:
 // k = 2: 256 quad codes (two pairs) x 32 lanes x 8 bytes; k = 3, 4: 256 pair-code bytes
@@ -50,16 +42,13 @@ constexpr int64_t gemv_tile_table_bytes(int64_t experts, int64_t x_rows) {
 
 // x_rows: rows of x staged per CTA; experts: the grouped tile table's size (0: dense).
 // dyn_base: the shared-window address where dynamic shared memory starts (the prmt
-// tables must sit on a 64 KB boundary of the window). instance_m: the kernel's M (the
-// local pieces' size; from 8, x's rows may be split around the table).
-inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_base, int64_t experts = 0,
-                              int64_t instance_m = 1) {
+// tables must sit on a 64 KB boundary of the window).
+inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_base, int64_t experts = 0) {
   GemvSmem s;
-  const int64_t supertiles = (k + 127) / 128, row_bytes = supertiles * 128 * 2;
-  const int64_t x_bytes = x_rows * row_bytes, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
+  const int64_t supertiles = (k + 127) / 128;
+  const int64_t x_bytes = x_rows * supertiles * 128 * 2, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
   const int64_t table_bytes = gemv_tile_table_bytes(experts, x_rows);
-  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes, local_bytes = gemv_local_bytes(instance_m);
-  s.x_rows_first = x_rows;
+  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes, local_bytes = gemv_local_bytes();
   if (gemv_prmt_table(bits)) {
     // The table on the first 64 KB boundary of the window; x, then the local pieces, before
     // it where they fit (the local pieces alone when x does not), else after it.
@@ -72,24 +61,6 @@ inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_b
       s.local = local_bytes <= s.lut ? 0 : after + xs_bytes;
     }
     s.total = std::max({after, s.x + xs_bytes, s.local + local_bytes});
-    // 8 and 16 tokens (dense) where x fits on neither side: its scales and first rows
-    // before the table, the other rows after it, then the local pieces wherever they fit.
-    if (instance_m > kGemvNarrowMaxM && !experts && s.x + xs_bytes > kGemvMaxSmem) {
-      const bool scales_first = scale_bytes <= s.lut;  // (not with the table at the window's start)
-      const int64_t first_room = scales_first ? s.lut - scale_bytes : s.lut;
-      s.x_rows_first = std::min(x_rows, first_room / row_bytes);
-      s.x = scales_first ? scale_bytes : 0;
-      s.x2 = after;
-      const int64_t first_end = s.x + s.x_rows_first * row_bytes;
-      int64_t second_end = s.x2 + (x_rows - s.x_rows_first) * row_bytes;
-      s.x_scales = scales_first ? 0 : second_end;
-      if (!scales_first) second_end += scale_bytes;
-      s.tile_table = s.x_scales + scale_bytes;  // (dense: no table)
-      s.local = first_end + local_bytes <= s.lut ? first_end : second_end;
-      if (s.local + local_bytes > kGemvMaxSmem) s.local = -1;
-      s.total = std::max({after, second_end, s.local >= 0 ? s.local + local_bytes : 0});
-      return s;
-    }
   } else {
     s.lut = 0;
     s.x = gemv_lut_bytes(bits);
