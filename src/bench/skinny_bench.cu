@@ -307,7 +307,8 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
 std::string skinny_row_json(const SkinnyBenchRow& r) {
   static const DeviceInfo dev = device_info();
   nlohmann::json j = {{"m", r.m}, {"n", r.n}, {"k", r.k}, {"backend", r.backend}, {"mode", r.mode},
-                      {"config", r.config}, {"num_buffers", r.num_buffers}, {"settle_ms", default_settle_ms()}, {"cache_multiplier", r.cache_multiplier},
+                      {"config", r.config}, {"num_buffers", r.num_buffers}, {"settle_ms", default_settle_ms()},
+                      {"cache_multiplier", r.cache_multiplier},
                       {"device", dev.name},
                       {"compute_capability", dev.cc_major * 10 + dev.cc_minor}, {"cuda_version", dev.cuda_runtime},
                       {"median_us", r.median_us}, {"p10_us", r.p10_us}, {"p90_us", r.p90_us}, {"mean_us", r.mean_us},
