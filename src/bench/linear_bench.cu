@@ -103,43 +103,6 @@ class CublasBackend : public Backend {
   std::unique_ptr<LtGemm> gemm_;
 };
 
-// The large-M kbit path: dequantize into a bf16 workspace, then cuBLASLt.
-class DequantCublasBackend : public Backend {
- public:
-  std::string name() const override { return "kbit_dequant_cublas"; }
-  bool is_kbit() const override { return true; }
-  double weight_bytes(const CaseInputs& in) const override { return double(in.q->storage_bytes()); }
-  void prepare(const CaseInputs& in, int sets) override {
-    prepare_activations(in, sets);
-    q_.clear();
-    for (int i = 0; i < sets; ++i) {
-      q_.push_back(QuantizedMatrix::allocate(in.c.n, in.c.k, in.q->codebook(), Layout::flat, Memory::device));
-      check_cuda(cudaMemcpy(q_.back().words(), in.q->words(), size_t(in.q->word_count()) * 4, cudaMemcpyDeviceToDevice), "bench");
-      check_cuda(cudaMemcpy(q_.back().scales(), in.q->scales(), size_t(in.q->scale_count()), cudaMemcpyDeviceToDevice), "bench");
-      check_cuda(cudaMemcpy(q_.back().device_meta(), in.q->device_meta(), sizeof(DeviceMeta), cudaMemcpyDeviceToDevice), "bench");
-    }
-    workspace_ = Buffer::allocate(Memory::device, size_t(in.c.n * in.c.k) * 2);
-    gemm_ = std::make_unique<LtGemm>(in.c.m, in.c.n, in.c.k, DType::bf16, in.c.residual);
-    if (lt_ws_.size() == 0) lt_ws_ = Buffer::allocate(Memory::device, kbit::detail::kLtWorkspaceBytes);
-    n_ = in.c.n, k_ = in.c.k, bits_ = in.c.bits;
-  }
-  void launch(cudaStream_t s, int set) override {
-    cuda::dequantize(q_[size_t(set)], MutableTensorView{workspace_.data(), DType::bf16, n_, k_}, s);
-    gemm_->run(x_[size_t(set)].data(), workspace_.data(), r_or_null(set), nullptr, y_[size_t(set)].data(),
-               lt_ws_.data(), lt_ws_.size(), s);
-  }
-  std::string config() const override {
-    return "dequantize flat k=" + std::to_string(bits_) + " -> bf16 workspace, " + (gemm_ ? gemm_->config() : "");
-  }
-
- private:
-  std::vector<QuantizedMatrix> q_;
-  Buffer workspace_, lt_ws_;
-  std::unique_ptr<LtGemm> gemm_;
-  int64_t n_ = 0, k_ = 0;
-  int bits_ = 0;
-};
-
 // kbit::skinny_gemm on the bf16 weights (unquantized layers; issue 6); with `pdl` every
 // call launches with programmatic dependent launch (as kbit_linear_pdl).
 class SkinnyBackend : public Backend {
@@ -238,7 +201,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_gemv") return std::make_unique<KbitLinearBackend>(LinearPath::gemv);
   if (name == "cublas_bf16") return std::make_unique<CublasBackend>(DType::bf16);
   if (name == "cublas_fp16") return std::make_unique<CublasBackend>(DType::f16);
-  if (name == "kbit_dequant_cublas") return std::make_unique<DequantCublasBackend>();
+  if (name == "kbit_dequant_cublas") return std::make_unique<KbitLinearBackend>(LinearPath::dequant_cublas);
   if (name == "fixture_wrong") return std::make_unique<CublasBackend>(DType::bf16, true);
   std::string known;
   for (const auto& n : backend_names()) known += " " + n;

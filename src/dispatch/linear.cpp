@@ -427,6 +427,27 @@ cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const Tenso
   return a;
 }
 
+void detail::dequantize_operand(const QuantizedMatrix& w, const MutableTensorView& out, cudaStream_t stream) {
+  detail::check_matrix(w, "dequantize_operand weight", Memory::device);
+  KBIT_REQUIRE(w.layout() == Layout::mma16, "dequantize_operand: W must be in the mma16 layout (got ",
+               layout_name(w.layout()), ")");
+  detail::check_activation(TensorView{out.data, out.dtype, out.rows, out.cols, out.stride()}, "dequantize_operand out");
+  KBIT_REQUIRE(out.rows == w.rows() && out.cols == w.cols(), "dequantize_operand: out is [", out.rows, ", ", out.cols,
+               "], W is [", w.rows(), ", ", w.cols(), "]");
+  const Geometry g = w.geometry();
+  cuda::detail::OperandDequantArgs a;
+  a.words = reinterpret_cast<const uint2*>(w.words());
+  a.scales = reinterpret_cast<const uint2*>(w.scales());
+  a.meta = w.device_meta();
+  a.out = out.data, a.ld = out.stride();
+  a.rows = int(w.rows()), a.cols = int(w.cols());
+  a.stripes = int(g.stripes()), a.supertiles = int(g.supertiles());
+  a.vec = reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && out.stride() % 8 == 0;
+  for (int i = 0; i < w.codebook().levels(); ++i)
+    a.codebook16[i] = out.dtype == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
+  cuda::detail::launch_dequantize_operand(w.bits(), a, out.dtype, stream);
+}
+
 namespace {
 unsigned long long* gemv_probe_buffer = nullptr;  // set_gemv_probe
 }  // namespace
@@ -520,7 +541,11 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
 
   if (plan.path == LinearPath::dequant_cublas) {
     MutableTensorView wd{impl.dequant.data(), x.dtype, n, k};
-    cuda::dequantize(w, wd, stream);
+    if (w.layout() == Layout::mma16) {
+      detail::dequantize_operand(w, wd, stream);
+    } else {
+      cuda::dequantize(w, wd, stream);
+    }
     detail::run_lt_gemm(ws, x, wd.data, y, o.residual.data, o.bias, stream);
     return;
   }

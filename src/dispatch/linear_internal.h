@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "cuda/linear/dequant_operand.h"
 #include "cuda/linear/fused_args.h"
 #include "cuda/linear/gemv_args.h"
 #include "dispatch/cublas_gemm.h"
@@ -42,6 +43,10 @@ TensorView rotated_activations(const TensorView& x, const QuantizedMatrix& w, Li
 // cached in the workspace per shape; needs the workspace's cuBLASLt scratch.
 void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const MutableTensorView& y,
                  const void* residual, const void* bias, cudaStream_t stream);
+// W (mma16, on the device) dequantized into out ([N, K], F16 or BF16, 16-byte aligned rows
+// where possible) as the GEMM operand of the dequant_cublas path: the fused kernels' decoded
+// values (codebook and block scale in out's type, one rounding of their product).
+void dequantize_operand(const QuantizedMatrix& w, const MutableTensorView& out, cudaStream_t stream);
 // The GEMV's arguments for W (mma16) and x, y: pointers, sizes, geometry, the normalised
 // codebook and the workspace's split-stripe buffers.
 cuda::detail::GemvArgs gemv_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,

@@ -15,6 +15,7 @@
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
 #include "cuda/device_checks.h"
+#include "dispatch/linear_internal.h"
 #include "support/gpu_test_support.h"
 
 namespace kbit {
@@ -71,6 +72,57 @@ TEST(GpuMma16, RepackAndDequantizeAreBitExactWithTheCpu) {
                                       reinterpret_cast<const uint16_t*>(ref.bytes.data()) + n * k))
           << what;
     }
+}
+
+// The dequant_cublas path's operand dequantize (detail::dequantize_operand): every element
+// within two roundings of the exact fp32 value (the codebook level and the product in the
+// 16-bit type), zeros exact, every element of [N, K] written (NaN-poisoned output), nothing
+// written between rows of a strided output (aligned and unaligned rows), bad input refused.
+TEST(GpuMma16, OperandDequantizeMatchesTheExactValues) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {17, 100}, {33, 5152}, {300, 96}, {16, 128}, {100, 5120 + 32}};
+  uint64_t seed = 41;
+  for (auto [n, k] : shapes)
+    for (int bits = 2; bits <= 5; ++bits)
+      for (DType t : {DType::f16, DType::bf16})
+        for (int64_t pad : {0, 8, 3}) {
+          const std::string what = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits) + " " +
+                                   std::string(dtype_name(t)) + " ld=K+" + std::to_string(pad);
+          const HostMatrix w = random_matrix(n, k, DType::f32, seed++, 0.02f, 0.001);
+          const QuantizedMatrix flat = cpu::quantize(w.view(), Codebook::bnf(bits));
+          std::vector<float> exact(size_t(n * k));
+          cpu::dequantize(flat, MutableTensorView{exact.data(), DType::f32, n, k});
+          const QuantizedMatrix dev = cuda::to_device(cpu::repack(flat, Layout::mma16));
+          const int64_t ld = k + pad;
+          Buffer out = Buffer::allocate(Memory::device, size_t(n * ld) * 2);
+          ASSERT_EQ(cudaMemset(out.data(), 0xff, out.size()), cudaSuccess);
+          ASSERT_NO_THROW(detail::dequantize_operand(dev, MutableTensorView{out.data(), t, n, k, ld}, nullptr)) << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          const std::vector<uint16_t> got = download16(out.data(), size_t(n * ld));
+          // two roundings at the type's unit roundoff (fp16 2^-11, bf16 2^-8), and fp16's subnormal step
+          const double rel = 1.01 * (t == DType::f16 ? 0x1p-10 : 0x1p-7), abs = t == DType::f16 ? 0x1p-24 : 0.0;
+          int64_t bad = 0;
+          for (int64_t r = 0; r < n; ++r) {
+            for (int64_t c = 0; c < k; ++c) {
+              const uint16_t b = got[size_t(r * ld + c)];
+              const double v = t == DType::f16 ? half_bits_to_float(b) : bf16_bits_to_float(b);
+              const double e = exact[size_t(r * k + c)];
+              const bool ok = e == 0.0 ? v == 0.0 : std::fabs(v - e) <= rel * std::fabs(e) + abs;
+              if (!ok && bad++ < 3) ADD_FAILURE() << what << ": [" << r << ", " << c << "] = " << v << ", expected " << e;
+            }
+            for (int64_t c = k; c < ld; ++c)
+              if (got[size_t(r * ld + c)] != 0xffffu && bad++ < 3) ADD_FAILURE() << what << ": wrote past K in row " << r;
+          }
+          ASSERT_EQ(bad, 0) << what;
+        }
+  // Bad input: a flat matrix, a 32-bit output, a shape that is not W's.
+  const HostMatrix w = random_matrix(32, 128, DType::f32, 7);
+  const QuantizedMatrix flat = cuda::to_device(cpu::quantize(w.view(), Codebook::bnf(4)));
+  const QuantizedMatrix mma = cuda::repack(flat, Layout::mma16, nullptr);
+  Buffer out = Buffer::allocate(Memory::device, 32 * 128 * 4);
+  EXPECT_THROW(detail::dequantize_operand(flat, MutableTensorView{out.data(), DType::bf16, 32, 128}, nullptr), Error);
+  EXPECT_THROW(detail::dequantize_operand(mma, MutableTensorView{out.data(), DType::f32, 32, 128}, nullptr), Error);
+  EXPECT_THROW(detail::dequantize_operand(mma, MutableTensorView{out.data(), DType::bf16, 32, 96}, nullptr), Error);
 }
 
 struct PathCase {

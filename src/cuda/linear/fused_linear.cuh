@@ -146,6 +146,22 @@ __device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
+// k >= 3's pair table at shared address lut (the fused kernel's PairLut: the levels of two
+// codes per 32-bit entry, 32 replicas so that every lane reads its own bank, k = 5 8): one
+// load + one prmt + one multiply-add per pair where shuffles take two of each and a prmt.
+// Every thread of the CTA calls it; the caller's next barrier publishes the table.
+template <int KB>
+__device__ __forceinline__ void fill_pair_table(uint32_t lut, const uint16_t (&codebook16)[32], uint32_t (&cb16)[32]) {
+  using Lut = PairLut<KB>;
+  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = codebook16[threadIdx.x];
+  __syncthreads();
+  for (int i = threadIdx.x; i < Lut::words / 4; i += int(blockDim.x)) {
+    const int entry = i * 4 / Lut::replicas;
+    const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
+    sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
+  }
+}
+
 // k = 3, block 3: the four pair codes of k-step s, one per byte (bits 6-7 are noise):
 // bit pair m of each code sits in bits 6-7 of the same byte of word 3s + m (layout.h).
 __device__ __forceinline__ uint32_t k3_gathered_codes(const uint32_t (&w)[6], int s) {

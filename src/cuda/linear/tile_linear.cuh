@@ -119,22 +119,6 @@ constexpr size_t tile_smem_bytes() {
 }
 static_assert(tile_smem_bytes<4, 16, 8>() <= 227 * 1024, "the largest tile kernel fits an H100/H200 SM");
 
-// k >= 3's pair table at shared address lut (the fused kernel's PairLut: the levels of two
-// codes per 32-bit entry, 32 replicas so that every lane reads its own bank, k = 5 8): one
-// load + one prmt + one multiply-add per pair where shuffles take two of each and a prmt.
-// Every thread of the CTA calls it; the caller's next barrier publishes the table.
-template <int KB>
-__device__ __forceinline__ void fill_pair_table(uint32_t lut, const uint16_t (&codebook16)[32], uint32_t (&cb16)[32]) {
-  using Lut = PairLut<KB>;
-  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = codebook16[threadIdx.x];
-  __syncthreads();
-  for (int i = threadIdx.x; i < Lut::words / 4; i += int(blockDim.x)) {
-    const int entry = i * 4 / Lut::replicas;
-    const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
-    sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
-  }
-}
-
 // A row of lane g's stripe row g (and g + 8): the inverse of tile_row_of.
 __device__ __forceinline__ int tile_a_row(int g) { return (g >> 1) | ((g & 1) << 2); }
 
