@@ -11,8 +11,11 @@
 // Lane (g, c) writes rows g and g + 8 of the stripe, 8 columns per block: a warp's 16-byte
 // store covers 8 rows x 64 contiguous bytes, the unit 16 rows x 256 bytes.
 // Launch: 256-thread CTAs, SMs x resident CTAs at most (fewer where the units run out).
-// It replaces cuda::dequantize's mma16 kernel on this path (bit gathering per element:
-// ~16 integer operations per weight, issue-bound). Measured: BENCHMARKS.md (forty-fifth session).
+// It replaces cuda::dequantize's mma16 kernel on this path (bit gathering per element, about
+// 16 integer operations per weight). Measured (H200, 2026-12-03, dequantize + cuBLASLt forced,
+// two rounds, BENCHMARKS.md): M = 512 2.6-16% faster than with that kernel on all 72 dense cases
+// (geomean 0.925; Qwen3 2048 x 512 7.85 -> 6.58 us at k = 2, glm47 kv 27.0 -> 25.2 at k = 4),
+// M = 4096 glm47 (one round) 0.966-1.008x its time.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -76,8 +79,8 @@ __global__ void __launch_bounds__(kOperandThreads) dequantize_operand_kernel(con
 
   // Units interleaved over the warps of the grid (stripe-major, supertiles fastest), so that
   // the units in flight at any time are one contiguous run of W_hat's rows: per-warp
-  // contiguous ranges scattered the writes over the whole matrix and ran up to 25% slower
-  // on glm47 q / o / shared_gu at k = 4 (H200, forty-fifth session).
+  // contiguous ranges scattered the writes over the whole matrix and ran 12-13% slower on
+  // glm47 q / o / shared_gu at k = 4, M = 512 (H200, 2026-12-03; slower than the old kernel).
   const int64_t units = int64_t(a.stripes) * a.supertiles;
   const int64_t warps = int64_t(gridDim.x) * kOperandWarps;
   int64_t u = int64_t(blockIdx.x) * kOperandWarps + (threadIdx.x >> 5);
