@@ -408,6 +408,15 @@ void detail::run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w
   gemm->run(x.data, w, residual, bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
 }
 
+namespace {
+// W's codebook in the 16-bit type t (round to nearest even), as the fused kernels and the
+// operand dequantize take it.
+void codebook_as_16bit(const QuantizedMatrix& w, DType t, uint16_t (&out)[32]) {
+  for (int i = 0; i < w.codebook().levels(); ++i)
+    out[i] = t == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
+}
+}  // namespace
+
 cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y) {
   const Geometry g = w.geometry();
   cuda::detail::FusedArgs a;
@@ -422,8 +431,7 @@ cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const Tenso
   // After our own rotation kernel (which lets dependents launch at once) the fused
   // kernel always uses PDL: its weight loads overlap the rotation of x.
   a.pdl = w.rotation().has_value();
-  for (int i = 0; i < w.codebook().levels(); ++i)
-    a.codebook16[i] = x.dtype == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
+  codebook_as_16bit(w, x.dtype, a.codebook16);
   return a;
 }
 
@@ -443,8 +451,7 @@ void detail::dequantize_operand(const QuantizedMatrix& w, const MutableTensorVie
   a.rows = int(w.rows()), a.cols = int(w.cols());
   a.stripes = int(g.stripes()), a.supertiles = int(g.supertiles());
   a.vec = reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && out.stride() % 8 == 0;
-  for (int i = 0; i < w.codebook().levels(); ++i)
-    a.codebook16[i] = out.dtype == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
+  codebook_as_16bit(w, out.dtype, a.codebook16);
   cuda::detail::launch_dequantize_operand(w.bits(), a, out.dtype, stream);
 }
 
