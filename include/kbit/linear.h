@@ -42,9 +42,10 @@ LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_
 // stripes x 64 or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and both
 // wgmma.mma_async operands read from there; n_tiles 32: 8 stripes x 256 tokens with the
 // decode in warps of its own (warp-specialised, no K splits); no grouped (expert_linear) mode.
-// wgmma_stream: the tile kernel (n_tiles 8 or 16) with stream-K work: the tiles' whole K work
-// cut evenly over the persistent CTAs (so a CTA may finish one tile's K and start the
-// next's), the cut tiles' fp32 partials summed in K order; no splits, no grouped mode.
+// wgmma_stream: the tile kernel (n_tiles 8, 16, or 32: the warp-specialised one) with
+// stream-K work: the tiles' whole K work cut evenly over the persistent CTAs (so a CTA may
+// finish one tile's K and start the next's), the cut tiles' fp32 partials summed in K order;
+// no splits, no grouped mode. n_tiles 32 needs a workspace with max_m > 64.
 enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma, cta_shuffle, wgmma_tile, wgmma_stream };
 std::string_view linear_items_name(LinearItems i);
 // "auto", "cta", "warp", "stripes", "wgmma", "cta_shuffle", "wgmma_tile", "wgmma_stream"

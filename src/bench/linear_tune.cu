@@ -86,10 +86,14 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   // The warp-specialised tile kernel (256 tokens) from M = 65: half a tile is padding at
   // M = 128, but its split tail can still beat the 128-token kernel on large W (glm47 o:
   // thirds at ~60 us against 63, estimated from the M = 512 runs).
+  // Also with stream-K work, which balances the tiles over the SMs where the split tail
+  // cannot (glm47 o at M = 512: 80 tiles of 96 supertiles for 132 SMs).
   if (kbit::cuda::detail::device_has_wgmma() && m > 64) {
     LinearOptions o;
     o.path = LinearPath::fused_mma;
     o.n_tiles = 32, o.items = LinearItems::wgmma_tile;
+    add(o);
+    o.items = LinearItems::wgmma_stream;
     add(o);
   }
   if (m >= 32) {

@@ -287,14 +287,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 || stream_k ? 16 : 32;
     if (!o.warps) p.warps = 8;
   }
-  if (stream_k) {
-    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16, "linear: wgmma_stream items take n_tiles 8 or 16, got ", p.n_tiles);
-  } else if (p.items == LinearItems::wgmma_tile) {
-    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32,
-                 "linear: wgmma_tile items take n_tiles 8, 16 or 32, got ", p.n_tiles);
+  if (p.items == LinearItems::wgmma_tile || stream_k) {
+    KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32, "linear: ", stream_k ? "wgmma_stream" : "wgmma_tile",
+                 " items take n_tiles 8, 16 or 32, got ", p.n_tiles);
     if (p.n_tiles == 32) {  // the 256-token kernel: 8 MMA warps (plus 4 that decode)
-      KBIT_REQUIRE(!o.warps || o.warps == 8, "linear: wgmma_tile items with n_tiles 32 (the 256-token kernel) take "
-                   "8 warps, got ", o.warps);
+      KBIT_REQUIRE(!o.warps || o.warps == 8, "linear: ", stream_k ? "wgmma_stream" : "wgmma_tile",
+                   " items with n_tiles 32 (the 256-token kernel) take 8 warps, got ", o.warps);
       p.warps = 8;
     }
   } else {

@@ -152,6 +152,9 @@ std::vector<PathCase> tile_cases() {
                             (splits ? " splits=" + std::to_string(splits) : std::string(" stream-K"))});
       }
   v.push_back({tile256_options(), "tile nt=32"});  // the 256-token kernel: no splits asked for
+  LinearOptions stream256 = tile256_options();
+  stream256.items = LinearItems::wgmma_stream;
+  v.push_back({stream256, "tile nt=32 stream-K"});
   return v;
 }
 
@@ -289,20 +292,29 @@ TEST(GpuLinear, StreamKAlone) {
     cases.push_back({f, "stream-K nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps)});
   }
   check_shape(256, 2048, {50}, {2, 3, 4, 5}, false, 605, &cases);
+  // The 256-token kernel with stream-K: 2 stripe groups x 2 token tiles (one partial) of 16
+  // supertiles, 64 pieces of one supertile, one per CTA.
+  LinearOptions s256 = tile256_options();
+  s256.items = LinearItems::wgmma_stream;
+  std::vector<PathCase> cases256{{s256, "stream-K nt=32"}};
+  check_shape(256, 2048, {300}, {2, 3, 4, 5}, false, 606, &cases256);
 }
 
 // The 256-token kernel with whole waves of tiles and a split tail (tile_schedule.h): 16
 // stripe groups x 9 token tiles = 144 tiles, on the H200's 132 SMs one whole wave and 12
 // tiles split in quarters along K (16 supertiles); results against the reference and
-// bit-identical run to run. Also a workspace without partial-tile slots (max_m <= 64:
-// every tile whole).
+// bit-identical run to run. The same with stream-K (wgmma_stream: 144 x 16 supertiles cut
+// over the CTAs). Also a workspace made for M <= 64 (one partial-tile slot per SM: every
+// tile whole, stream-K on half the CTAs).
 TEST(GpuLinear, Tile256WholeWavesAndSplitTail) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 2048, k = 2048, m = 2304;
   LinearWorkspace ws({m, n, k, true});
-  LinearOptions o = tile256_options();
+  LinearOptions stream_k = tile256_options();
+  stream_k.items = LinearItems::wgmma_stream;
+  for (const LinearOptions& o : {tile256_options(), stream_k})
   for (int bits : {4}) {  // every k: Tile256Alone and WgmmaTileOnModelShapes
-    const std::string what = "k=" + std::to_string(bits);
+    const std::string what = "k=" + std::to_string(bits) + " " + std::string(linear_items_name(o.items));
     const Quantized q = quantize_random(n, k, bits, 970 + bits);
     const HostMatrix x = random_matrix(m, k, DType::bf16, 971);
     const std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
@@ -321,7 +333,7 @@ TEST(GpuLinear, Tile256WholeWavesAndSplitTail) {
         ASSERT_EQ(got, first) << what << ": repeat " << rep << " differs";
       }
     }
-    // No slots for partial tiles: every tile whole.
+    // One partial-tile slot per SM: tiles whole (wgmma_tile), half the CTAs (stream-K).
     LinearWorkspace small_ws({64, n, k, true});
     const int64_t m_small = 64;
     ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
@@ -344,7 +356,7 @@ TEST(GpuLinear, BiasResidualPairStores) {
   const int64_t n = 264, k = 512, max_m = 600;
   LinearWorkspace ws({max_m, n, k, true});
   // Every tile kernel shape without K splits (the pair stores' condition) at M = 600: 256
-  // tokens, and 64 / 128 tokens with one or two warpgroups, whole tiles or stream-K (whose
+  // tokens (whole tiles or stream-K), and 64 / 128 tokens with one or two warpgroups, whole tiles or stream-K (whose
   // cut tiles store after the reduction of their pieces). Every fused-kernel item mode at
   // M = 45 (a partial token tile for every n_tiles), with and without K splits (summed
   // before the stores). N = 264: the last stripe is partial (per-element stores).
@@ -354,6 +366,9 @@ TEST(GpuLinear, BiasResidualPairStores) {
     int64_t m;
   };
   std::vector<Shape> shapes{{tile256_options(), "nt=32", max_m}};
+  LinearOptions stream256 = tile256_options();
+  stream256.items = LinearItems::wgmma_stream;
+  shapes.push_back({stream256, "nt=32 wgmma_stream", max_m});
   for (LinearItems items : {LinearItems::wgmma_tile, LinearItems::wgmma_stream})
     for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}}) {
       LinearOptions t = tile256_options();
@@ -761,8 +776,11 @@ TEST(GpuLinear, BadInputIsAClearError) {
   bad_tile.items = LinearItems::wgmma_tile, bad_tile.n_tiles = 4;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_tile); }, "wgmma_tile items take n_tiles 8, 16 or 32");
   LinearOptions bad_stream;
-  bad_stream.items = LinearItems::wgmma_stream, bad_stream.n_tiles = 32;
-  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_stream); }, "wgmma_stream items take n_tiles 8 or 16");
+  bad_stream.items = LinearItems::wgmma_stream, bad_stream.n_tiles = 4;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_stream); }, "wgmma_stream items take n_tiles 8, 16 or 32");
+  bad_stream.n_tiles = 32, bad_stream.warps = 4;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_stream); }, "take 8 warps");
+  bad_stream.warps = 0;
   bad_stream.n_tiles = 8;  // this workspace (M <= 16) has no partial tiles for stream-K
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_stream); },
                cuda::detail::device_has_wgmma() ? "partial tiles" : "sm_90");

@@ -109,7 +109,8 @@ TEST(LinearPlan, PathsByM) {
   tl.warps = 0;
   tl.n_tiles = 4;
   EXPECT_THROW(plan_linear(64, 12288, 5120, 4, tl), Error);
-  // wgmma_stream items (stream-K tiles): 64 or 128 tokens per tile, two warpgroups, no splits.
+  // wgmma_stream items (stream-K tiles): 64 or 128 tokens per tile unless asked for 256, two
+  // warpgroups, no splits.
   LinearOptions sk;
   sk.path = LinearPath::fused_mma, sk.items = LinearItems::wgmma_stream;
   const LinearPlan psk = plan_linear(64, 12288, 5120, 4, sk);
@@ -121,7 +122,16 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_NE(psk.describe().find("items=wgmma_stream"), std::string::npos);
   sk.splits = 3;  // ignored: stream-K cuts K itself
   EXPECT_EQ(plan_linear(64, 12288, 5120, 4, sk).splits, 1);
-  sk.splits = 0, sk.n_tiles = 32;
+  EXPECT_EQ(plan_linear(512, 12288, 5120, 4, sk).n_tiles, 16);
+  sk.splits = 0, sk.n_tiles = 32;  // the warp-specialised kernel with stream-K
+  const LinearPlan psk256 = plan_linear(512, 12288, 5120, 4, sk);
+  EXPECT_EQ(psk256.items, LinearItems::wgmma_stream);
+  EXPECT_EQ(psk256.n_tiles, 32);
+  EXPECT_EQ(psk256.warps, 8);
+  EXPECT_EQ(psk256.splits, 1);
+  sk.warps = 4;  // asked for explicitly: an error, not silently 8
+  EXPECT_THROW(plan_linear(512, 12288, 5120, 4, sk), Error);
+  sk.warps = 0, sk.n_tiles = 4;
   EXPECT_THROW(plan_linear(512, 12288, 5120, 4, sk), Error);
   tl.n_tiles = 16, tl.splits = 8;
   EXPECT_LE(plan_linear(64, 12288, 5120, 4, tl).splits * 128, 256);  // the partials workspace bounds splits

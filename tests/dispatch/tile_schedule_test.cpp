@@ -106,6 +106,16 @@ void check_stream_k(int64_t items, int64_t max_ctas, int supertiles) {
       if (st_end - st_begin < supertiles) {
         ++partial;
         const int64_t slot = s.slot(b, item);
+        // The 256-token kernel's 32-bit form (reduce_ws_stream_k_pieces): its own slot from
+        // whether the segment starts the range, piece 0's from whether the item starts it.
+        const StreamKRanges32 r(s);
+        EXPECT_EQ(r.begin(int(b)), lo) << what;
+        EXPECT_EQ(r.first_cta(int(item)), s.first_cta(item)) << what;
+        EXPECT_EQ(r.last_cta(int(item)), s.last_cta(item)) << what;
+        EXPECT_EQ(2 * b + (w == lo ? 0 : 1), slot) << what;
+        const int first = r.first_cta(int(item));
+        if (b == first) EXPECT_EQ(2 * first + (r.begin(first) == item * supertiles ? 0 : 1), slot) << what;
+        else EXPECT_EQ(2 * b, slot) << what;
         ASSERT_GE(slot, 2 * b) << what;
         ASSERT_LE(slot, 2 * b + 1) << what;
         ++slot_users[size_t(slot)];

@@ -71,8 +71,8 @@ inline int64_t grouped_tile_entries(int64_t rows_total, int experts, int rows) {
 // or 128 tokens (n_tiles 8 or 16), W decoded into shared memory and multiplied by
 // wgmma.mma_async with both operands there, for M from 64 up; n_tiles 32: the
 // warp-specialised variant, 8 stripes x 256 tokens.
-// wgmma_stream: the same tile kernel (n_tiles 8 or 16) with its tiles' K work cut evenly
-// over the persistent CTAs (stream-K, tile_schedule.h), partial tiles summed in K order.
+// wgmma_stream: the same tile kernels (n_tiles 8, 16 or 32) with their tiles' K work cut
+// evenly over the persistent CTAs (stream-K, tile_schedule.h), partial tiles summed in K order.
 enum class FusedItems : uint8_t { warp, cta, stripes, wgmma, cta_shuffle, wgmma_tile, wgmma_stream };
 // The largest n_tiles cta_shuffle items are built for (their shuffles and 16 tokens fit in 128 registers).
 inline constexpr int kCtaShuffleMaxNTiles = 2;

@@ -56,6 +56,12 @@
 // glm47 q 37.0 -> 35.6 us, kv 16.0 -> 14.4, qwen3 shared_dn 10.0 -> 8.5 (geomean 0.905).
 // Pair stores for partial token tiles too (2026-12-02, two runs of each binary): Qwen3 moe_dn
 // T = 4096 k = 4 664 -> 512 us (cuBLAS grouped bf16 ~560), dense M = 100 Kimi latent 40.7 -> 33.5.
+// Stream-K for the 256-token kernel too (wgmma_stream items with n_tiles 32; H200, 2026-12-03,
+// forty-sixth session, bench/results/h200-*-stream-k-session46.*): glm47 o / shared_dn at
+// M = 512 (80 tiles of 96 supertiles for 132 SMs; the split tail ran them in two waves of
+// thirds) k = 3, 4 134-138 -> 128-130 us (cuBLAS bf16 100-104), k = 2 level with dequantize
+// + cuBLAS; q and shared_gu (192 / 384 tiles) 4-7% slower than with the split tail, which
+// the tuned table keeps for them.
 #pragma once
 
 #include <cstdlib>
@@ -137,39 +143,57 @@ __device__ __forceinline__ void token_tile_rows(const FusedArgs& args, const int
 }
 
 // A K piece's end, per warp: store the warp's fp32 partial (NT x 4 values per lane, 16-byte
-// stores) at part(mine), count the arrival on `counter`, and return false unless this is
-// the last of `pieces` to arrive; that one sums part(0), ..., part(pieces - 1) in that
-// (K) order into acc (bit-identical whichever arrives last) and resets the counter for the
-// next call. part(i): the float4 of lane 0, n-tile 0 of piece i's partial (n-tile nt at + 32 nt).
-template <int NT, typename Part>
-__device__ __forceinline__ bool reduce_partials_in_order(float (&acc)[NT][4], int mine, int pieces, unsigned* counter,
-                                                         Part part) {
-  const int lane = threadIdx.x & 31;
-  float4* own = part(mine) + lane;
+// stores) at `own` (this lane's float4 of n-tile 0; n-tile nt at + 32 nt) and make it
+// visible. (The lane is the caller's to add: added here, the 256-token kernel spilled.)
+template <int NT>
+__device__ __forceinline__ void store_partial(const float (&acc)[NT][4], float4* own) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) __stcg(own + nt * 32, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
   __threadfence();
   __syncwarp();
+}
+
+// Then count the arrival on `counter` (after the stores, so that its address is not live with
+// them): how many pieces arrived before this one.
+__device__ __forceinline__ unsigned arrive_after_partial(unsigned* counter) {
   unsigned arrived = 0;
-  if (lane == 0) arrived = atomicAdd(counter, 1u);
-  arrived = __shfl_sync(0xffffffffu, arrived, 0);
-  if (arrived != unsigned(pieces - 1)) return false;
+  if ((threadIdx.x & 31) == 0) arrived = atomicAdd(counter, 1u);
+  return __shfl_sync(0xffffffffu, arrived, 0);
+}
+
+// The last piece to arrive: acc = part(0) + ... + part(pieces - 1) in that (K) order
+// (bit-identical whichever arrives last), and the counter reset for the next call.
+// part(i): this lane's float4 of n-tile 0 of piece i.
+template <int NT, typename Part>
+__device__ __forceinline__ void sum_partials_in_order(float (&acc)[NT][4], int pieces, unsigned* counter, Part part) {
   __threadfence();
-  const float4* p0 = part(0) + lane;
+  const float4* p0 = part(0);  // piece 0 apart: one loop with a branch on i spilled the 256-token kernel
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const float4 v = __ldcg(p0 + nt * 32);
     acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
   }
   for (int i = 1; i < pieces; ++i) {
-    const float4* p = part(i) + lane;
+    const float4* p = part(i);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const float4 v = __ldcg(p + nt * 32);
       acc[nt][0] += v.x, acc[nt][1] += v.y, acc[nt][2] += v.z, acc[nt][3] += v.w;
     }
   }
-  if (lane == 0) *counter = 0;  // ready for the next call on the stream
+  if ((threadIdx.x & 31) == 0) *counter = 0;  // ready for the next call on the stream
+}
+
+// A K piece's end, per warp: store the partial at part(mine) and return false unless this is
+// the last of `pieces` to arrive, which sums them all in K order into acc.
+// part(i): the float4 of lane 0, n-tile 0 of piece i's partial (n-tile nt at + 32 nt).
+template <int NT, typename Part>
+__device__ __forceinline__ bool reduce_partials_in_order(float (&acc)[NT][4], int mine, int pieces, unsigned* counter,
+                                                         Part part) {
+  const int lane = threadIdx.x & 31;
+  store_partial<NT>(acc, part(mine) + lane);
+  if (arrive_after_partial(counter) != unsigned(pieces - 1)) return false;
+  sum_partials_in_order<NT>(acc, pieces, counter, [&](int i) { return part(i) + lane; });
   return true;
 }
 
@@ -391,6 +415,24 @@ __device__ __forceinline__ WsUnit ws_unit(const WsSchedule& s, int j, int supert
   return {s.full_items + u / s.tail_splits, split, begin, min(supertiles, begin + s.per_split) - begin};
 }
 
+// The CTA's next unit and the cursor past it. Stream-K (sk on): cursor runs over this CTA's
+// range of the tiles' supertiles (sk.begin(b) .. sk.begin(b + 1)), one segment per tile it
+// touches (split -1; a segment shorter than the tile is a piece for
+// reduce_stream_k_partials). Else: units blockIdx.x, + gridDim.x, ... of the ws schedule.
+// 32-bit cursors (the launcher checks the work fits): 64-bit ones spilled at k = 2.
+__device__ __forceinline__ WsUnit ws_next_unit(const TileArgs& targs, bool stream_k, int stop, int& cursor) {
+  const int supertiles = targs.f.supertiles;
+  if (!stream_k) {
+    const WsUnit u = ws_unit(targs.ws, cursor, supertiles);
+    cursor += int(gridDim.x);
+    return u;
+  }
+  const int tile = cursor / supertiles, begin = cursor % supertiles;
+  const int count = min(supertiles - begin, stop - cursor);
+  cursor += count;
+  return {tile, -1, begin, count};
+}
+
 // A tail unit's end, per MMA warp (w8: its warp among the 8, i.e. its 16 rows): the warp's
 // fp32 partial goes to slot first_slot + split (a private layout), and the tile's last unit
 // to arrive sums the `splits` partials in split order (reduce_partials_in_order).
@@ -403,6 +445,29 @@ __device__ __forceinline__ bool reduce_tail_partials(const FusedArgs& args, floa
   return reduce_partials_in_order<NT>(acc, split, splits, counter, part);
 }
 
+// A stream-K segment's end in the 256-token kernel, per MMA warp (w8: its 16 rows of the
+// tile): reduce_stream_k_partials' slots, counter and K order, in 32-bit arithmetic, with the
+// warp's own slot given and the tile's pieces counted only after the stores: with the 128
+// accumulators live the schedule's divisions spilled (k = 2).
+template <int NT>
+__device__ __forceinline__ bool reduce_ws_stream_k_pieces(const FusedArgs& args, const StreamKSchedule& sk,
+                                                          float (&acc)[NT][4], int own_slot, int tile, int w8) {
+  const int lane = threadIdx.x & 31;
+  float4* const parts = reinterpret_cast<float4*>(args.tile_partials) + w8 * NT * 32 + lane;
+  constexpr int64_t kSlot = kWsPartialTileFloats / 4;  // float4s per slot
+  store_partial<NT>(acc, parts + own_slot * kSlot);
+  unsigned* counter = args.counters + tile * 8 + w8;
+  const unsigned arrived = arrive_after_partial(counter);
+  const StreamKRanges32 r(sk);
+  const int first = r.first_cta(tile), pieces = r.last_cta(tile) - first + 1;
+  if (arrived != unsigned(pieces - 1)) return false;
+  // Piece 0 is CTA first's last segment unless the tile starts its range; the others are
+  // their CTAs' first segments.
+  const int slot0 = 2 * first + (r.begin(first) == tile * r.supertiles ? 0 : 1);
+  sum_partials_in_order<NT>(acc, pieces, counter, [&](int i) { return parts + (i == 0 ? slot0 : 2 * (first + i)) * kSlot; });
+  return true;
+}
+
 // Warp-specialised tile kernel (wgmma_tile items with n_tiles 32): CTA tiles of 8 stripes
 // (128 rows of W) x 256 tokens. Warpgroup 0 decodes (warp w: stripes w and w + 4) into a
 // ring of kWsStages half-supertile stages (A: 128 rows x 64 columns, 16 KB) and thread 0
@@ -412,8 +477,10 @@ __device__ __forceinline__ bool reduce_tail_partials(const FusedArgs& args, floa
 // thread, which is why the decode lives in other warps. Barriers per stage: full (4 decode
 // warps + the TMA's expected bytes) and empty (8 consumer warps). No K splits except for
 // the tiles of a part-empty last wave (tile_schedule.h: split into up to 4 units along K,
-// summed through fp32 partial tiles by the last unit to arrive); x must be 16-byte aligned
-// (TMA), else the launcher runs the 128-token kernel. 384 threads, one CTA per SM, persistent
+// summed through fp32 partial tiles by the last unit to arrive), or with stream-K work
+// (wgmma_stream items: each CTA a range of the tiles' supertiles, reduce_ws_stream_k_pieces);
+// x must be 16-byte aligned (TMA), else the launcher runs the 128-token kernel (whole tiles
+// or stream-K, as asked). 384 threads, one CTA per SM, persistent
 // over (stripe group, token tile) tiles, then the tail's units.
 constexpr int kWsStages = 4;
 // The ring, its barriers, k >= 3's pair table (the fused kernel's PairLut: 32 KB) and 1 KB
@@ -460,6 +527,11 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   const int4* grouped = args.grouped_tiles;
   if (grouped) asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const int work = grouped ? min(targs.ws.work(), grouped[0].x * units) : targs.ws.work();
+  // Stream-K (wgmma_stream items, dense only): this CTA's range of the tiles' supertiles.
+  const StreamKSchedule& sk = targs.sk;
+  const bool stream_k = sk.on() && !grouped;
+  const int range_begin = stream_k ? int(sk.begin(blockIdx.x)) : int(blockIdx.x);
+  const int stop = stream_k ? int(sk.begin(int64_t(blockIdx.x) + 1)) : work;
 
   if (wg == 0) {  // decode warps
     uint32_t pool_lo = 0, pool_hi = 0;
@@ -467,8 +539,8 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
     const int a_row = 16 * wl + tile_a_row(g);  // stripe w's rows; stripe w + 4 64 rows on
     uint32_t it = 0;
-    for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
-      const WsUnit wu = ws_unit(targs.ws, j, args.supertiles);
+    for (int cursor = range_begin; cursor < stop;) {
+      const WsUnit wu = ws_next_unit(targs, stream_k, stop, cursor);
       const int unit = wu.tile % units, nst = wu.st_count;
       int m0, m_end;
       int64_t w_stripe0;
@@ -554,8 +626,8 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
     const bool pair_stores = pair_stores_allowed(args);  // 4-byte pair stores (store_full_tile), full or partial tiles
     uint32_t it = 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
-    for (int j = int(blockIdx.x); j < work; j += int(gridDim.x)) {
-      const WsUnit wu = ws_unit(targs.ws, j, args.supertiles);
+    for (int cursor = range_begin; cursor < stop;) {
+      const WsUnit wu = ws_next_unit(targs, stream_k, stop, cursor);
       const int unit = wu.tile % units;
       int m0, m_end;
       int64_t w_stripe0;
@@ -588,11 +660,20 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       wgmma_wait_ss<0, NT>(acc);
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
+      const int w8 = 4 * (wg - 1) + wl;  // this warp's 16 rows of the tile
       if (wu.split >= 0 && stores) {  // a tail unit: only the last of the tile's units goes on
-        const int tail_tile = wu.tile - targs.ws.full_items, w8 = 4 * (wg - 1) + wl;
+        const int tail_tile = wu.tile - targs.ws.full_items;
         if (!reduce_tail_partials<NT>(args, acc, tail_tile * targs.ws.tail_splits, wu.split, targs.ws.tail_splits,
                                       args.counters + tail_tile * 8 + w8, w8))
           continue;
+      }
+      // A stream-K segment short of the whole K: only the tile's last segment to arrive goes
+      // on (reduce_stream_k_partials' layout, in 32-bit arithmetic).
+      if (stream_k && stores && wu.st_count < args.supertiles) {
+        // Slot 2b for CTA b's first segment (the one its range starts with, so the stages run
+        // so far are its own: no register kept for the range's start), 2b + 1 for its last.
+        const int own_slot = 2 * int(blockIdx.x) + (it == 2u * uint32_t(wu.st_count) ? 0 : 1);
+        if (!reduce_ws_stream_k_pieces<NT>(args, sk, acc, own_slot, wu.tile, w8)) continue;
       }
       if (stores && pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past m_end: skipped)
         store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
@@ -643,8 +724,8 @@ auto with_dtype(DType t, F&& f) {
 template <int KB>
 void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stream) {
   FusedArgs a = a_in;
-  KBIT_REQUIRE(s.items != FusedItems::wgmma_stream || s.n_tiles == 8 || s.n_tiles == 16,
-               "fused linear: wgmma_stream items take n_tiles 8 or 16, got ", s.n_tiles);
+  KBIT_REQUIRE(s.items != FusedItems::wgmma_stream || s.n_tiles == 8 || s.n_tiles == 16 || s.n_tiles == 32,
+               "fused linear: wgmma_stream items take n_tiles 8, 16 or 32, got ", s.n_tiles);
   if (s.n_tiles == 32 && !a.x_vec) {  // TMA needs 16-byte aligned x: the 128-token kernel instead
     s.n_tiles = 16, s.warps = 8;
     a.tiles = (a.M + 127) / 128;
@@ -670,16 +751,31 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
   if (s.n_tiles == 32) {
     KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
                  kbit::cuda::device_description());
-    KBIT_REQUIRE(a.splits == 1, "fused linear: wgmma_tile items with n_tiles 32 take no K splits, got ", a.splits);
+    KBIT_REQUIRE(a.splits == 1, "fused linear: the 256-token tile kernel (n_tiles 32) takes no K splits, got ", a.splits);
     KBIT_REQUIRE(a.tiles == (a.M + 255) / 256, "fused linear: token tiles do not match n_tiles");
     with_dtype(t, [&]<typename T>() {
       check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
       const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
       KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
       TileArgs ta{};
-      const bool split_tail = a.tile_partials && !grouped;
-      ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? a.tile_partial_slots : 0);
-      const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
+      dim3 grid;
+      if (s.items == FusedItems::wgmma_stream) {  // stream-K: the tiles' supertiles evenly over the CTAs
+        KBIT_REQUIRE(!grouped, "fused linear: wgmma_stream items have no grouped mode");
+        // Two partial tiles per CTA: a workspace made for M <= 64 (one slot per SM) runs half the CTAs.
+        KBIT_REQUIRE(a.tile_partials && a.tile_partial_slots >= 2,
+                     "fused linear: wgmma_stream items need partial tiles, the workspace has none (create it with "
+                     "max_m > 16 on Hopper)");
+        ta.sk = stream_k_schedule(items, std::min<int64_t>(a.max_ctas, a.tile_partial_slots / 2), a.supertiles);
+        KBIT_REQUIRE(ta.sk.work < (int64_t(1) << 31), "fused linear: too much stream-K work (", ta.sk.work, " supertiles)");
+        KBIT_REQUIRE(a.counters && items * 8 <= a.counter_count, "fused linear: wgmma_stream items need ", items * 8,
+                     " counters, the workspace has ", a.counter_count);
+        ta.ws.full_items = 0;  // no units of the tail schedule
+        grid = dim3(unsigned(ta.sk.ctas));
+      } else {
+        const bool split_tail = a.tile_partials && !grouped;
+        ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? a.tile_partial_slots : 0);
+        grid = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
+      }
       ta.f = a;
       ta.x_tma = true;
       ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, 256, 64, true, "fused linear (tile)", "x");

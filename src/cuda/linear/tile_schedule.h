@@ -80,25 +80,44 @@ namespace kbit::cuda::detail {
 // A CTA's partial segments are at most two (its first and its last: any between are whole
 // items), so the partials take 2 x ctas slots: slot 2b for CTA b's first segment, 2b + 1 for
 // its last.
+// The ranges' arithmetic, in 64 bits (StreamKSchedule) or 32 (StreamKRanges32): the first
+// supertile of CTA b's range (b = ctas: the end), and the CTA whose range holds work index w.
+template <typename I>
+constexpr I stream_k_begin(I b, I per_cta, I extra) {
+  return b * per_cta + (b < extra ? b : extra);
+}
+template <typename I>
+constexpr I stream_k_cta_of(I w, I per_cta, I extra) {
+  const I long_end = extra * (per_cta + 1);
+  return w < long_end ? w / (per_cta + 1) : extra + (w - long_end) / per_cta;
+}
+
 struct StreamKSchedule {
   int64_t work = 0;   // items x supertiles; 0: stream-K off
   int ctas = 0;       // CTAs (ranges)
   int supertiles = 0;
   int64_t per_cta = 0, extra = 0;  // work / ctas, work % ctas
   constexpr bool on() const { return work > 0; }
-  // The first supertile of CTA b's range (b = ctas: the end).
-  constexpr int64_t begin(int64_t b) const { return b * per_cta + (b < extra ? b : extra); }
-  // The CTA whose range holds work index w.
-  constexpr int64_t cta_of(int64_t w) const {
-    const int64_t long_end = extra * (per_cta + 1);
-    return w < long_end ? w / (per_cta + 1) : extra + (w - long_end) / per_cta;
-  }
+  constexpr int64_t begin(int64_t b) const { return stream_k_begin(b, per_cta, extra); }
+  constexpr int64_t cta_of(int64_t w) const { return stream_k_cta_of(w, per_cta, extra); }
   constexpr int64_t first_cta(int64_t item) const { return cta_of(item * supertiles); }
   constexpr int64_t last_cta(int64_t item) const { return cta_of(item * supertiles + supertiles - 1); }
   // The partial slot of CTA b's segment of `item` (an item cut into 2 or more segments).
   constexpr int64_t slot(int64_t b, int64_t item) const {
     return 2 * b + (begin(b) / supertiles == item ? 0 : 1);
   }
+};
+
+// The same ranges in 32-bit arithmetic, for a kernel whose work fits (the 256-token kernel
+// checks it at launch): its 128 accumulators per thread leave no registers for 64-bit
+// divisions (it spilled at k = 2).
+struct StreamKRanges32 {
+  int per_cta = 0, extra = 0, supertiles = 0;
+  constexpr explicit StreamKRanges32(const StreamKSchedule& s)
+      : per_cta(int(s.per_cta)), extra(int(s.extra)), supertiles(s.supertiles) {}
+  constexpr int begin(int b) const { return stream_k_begin(b, per_cta, extra); }
+  constexpr int first_cta(int item) const { return stream_k_cta_of(item * supertiles, per_cta, extra); }
+  constexpr int last_cta(int item) const { return stream_k_cta_of(item * supertiles + supertiles - 1, per_cta, extra); }
 };
 
 // items: tiles (stripe groups x token tiles); max_ctas: resident CTAs; supertiles per item.
