@@ -407,29 +407,30 @@ void detail::run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w
 }
 
 namespace {
-// W's codebook in the 16-bit type t (round to nearest even), as the fused kernels and the
-// operand dequantize take it.
-void codebook_as_16bit(const QuantizedMatrix& w, DType t, uint16_t (&out)[32]) {
+// The fields of W (mma16) that the fused kernels' and the operand dequantize's arguments
+// share, the codebook in the 16-bit type t (round to nearest even).
+template <typename Args>
+void set_mma16_weight(Args& a, const QuantizedMatrix& w, DType t) {
+  const Geometry g = w.geometry();
+  a.words = reinterpret_cast<const uint2*>(w.words());
+  a.scales = reinterpret_cast<const uint2*>(w.scales());
+  a.meta = w.device_meta();
+  a.supertiles = int(g.supertiles()), a.stripes = int(g.stripes());
   for (int i = 0; i < w.codebook().levels(); ++i)
-    out[i] = t == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
+    a.codebook16[i] = t == DType::f16 ? float_to_half_bits(w.codebook()[i]) : float_to_bf16_bits(w.codebook()[i]);
 }
 }  // namespace
 
 cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y) {
-  const Geometry g = w.geometry();
   cuda::detail::FusedArgs a;
-  a.words = reinterpret_cast<const uint2*>(w.words());
-  a.scales = reinterpret_cast<const uint2*>(w.scales());
-  a.meta = w.device_meta();
+  set_mma16_weight(a, w, x.dtype);
   a.x = x.data, a.ldx = x.stride();
   a.y = y.data, a.ldy = y.stride();
   a.M = int(x.rows), a.N = int(y.cols), a.K = int(w.cols());
-  a.supertiles = int(g.supertiles()), a.stripes = int(g.stripes());
   a.x_vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.stride() % 8 == 0 && w.cols() % 8 == 0;
   // After our own rotation kernel (which lets dependents launch at once) the fused
   // kernel always uses PDL: its weight loads overlap the rotation of x.
   a.pdl = w.rotation().has_value();
-  codebook_as_16bit(w, x.dtype, a.codebook16);
   return a;
 }
 
@@ -440,16 +441,11 @@ void detail::dequantize_operand(const QuantizedMatrix& w, const MutableTensorVie
   detail::check_activation(TensorView{out.data, out.dtype, out.rows, out.cols, out.stride()}, "dequantize_operand out");
   KBIT_REQUIRE(out.rows == w.rows() && out.cols == w.cols(), "dequantize_operand: out is [", out.rows, ", ", out.cols,
                "], W is [", w.rows(), ", ", w.cols(), "]");
-  const Geometry g = w.geometry();
   cuda::detail::OperandDequantArgs a;
-  a.words = reinterpret_cast<const uint2*>(w.words());
-  a.scales = reinterpret_cast<const uint2*>(w.scales());
-  a.meta = w.device_meta();
+  set_mma16_weight(a, w, out.dtype);
   a.out = out.data, a.ld = out.stride();
   a.rows = int(w.rows()), a.cols = int(w.cols());
-  a.stripes = int(g.stripes()), a.supertiles = int(g.supertiles());
   a.vec = reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && out.stride() % 8 == 0;
-  codebook_as_16bit(w, out.dtype, a.codebook16);
   cuda::detail::launch_dequantize_operand(w.bits(), a, out.dtype, stream);
 }
 

@@ -769,7 +769,6 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
         KBIT_REQUIRE(ta.sk.work < (int64_t(1) << 31), "fused linear: too much stream-K work (", ta.sk.work, " supertiles)");
         KBIT_REQUIRE(a.counters && items * 8 <= a.counter_count, "fused linear: wgmma_stream items need ", items * 8,
                      " counters, the workspace has ", a.counter_count);
-        ta.ws.full_items = 0;  // no units of the tail schedule
         grid = dim3(unsigned(ta.sk.ctas));
       } else {
         const bool split_tail = a.tile_partials && !grouped;

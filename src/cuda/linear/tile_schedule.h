@@ -69,19 +69,8 @@ inline WsSchedule ws_schedule(int64_t items, int64_t ctas, int supertiles, int64
 
 namespace kbit::cuda::detail {
 
-// Stream-K schedule of the 64/128-token tile kernel (wgmma_stream items): the items' whole
-// K work (items x supertiles, item-major) cut into `ctas` contiguous ranges of equal length
-// (the first `extra` one supertile longer), one per persistent CTA. A CTA runs the pieces of
-// its range item by item ("segments"); an item cut by range boundaries has 2 or more
-// segments, which store fp32 partial tiles, and the last of them to arrive sums them in K
-// order (bit-identical run to run). Why: glm47 q at M = 64 has 96 tiles of 40 supertiles for
-// 132 SMs (0.73 waves); whole K splits give 192 items (1.45 waves), stream-K 29-30
-// supertiles per CTA.
-// A CTA's partial segments are at most two (its first and its last: any between are whole
-// items), so the partials take 2 x ctas slots: slot 2b for CTA b's first segment, 2b + 1 for
-// its last.
-// The ranges' arithmetic, in 64 bits (StreamKSchedule) or 32 (StreamKRanges32): the first
-// supertile of CTA b's range (b = ctas: the end), and the CTA whose range holds work index w.
+// The stream-K ranges' arithmetic, in 64 bits (StreamKSchedule) or 32 (StreamKRanges32): the
+// first supertile of CTA b's range (b = ctas: the end), and the CTA whose range holds work index w.
 template <typename I>
 constexpr I stream_k_begin(I b, I per_cta, I extra) {
   return b * per_cta + (b < extra ? b : extra);
@@ -92,6 +81,17 @@ constexpr I stream_k_cta_of(I w, I per_cta, I extra) {
   return w < long_end ? w / (per_cta + 1) : extra + (w - long_end) / per_cta;
 }
 
+// Stream-K schedule of the tile kernels (wgmma_stream items, 64, 128 or 256 tokens): the items' whole
+// K work (items x supertiles, item-major) cut into `ctas` contiguous ranges of equal length
+// (the first `extra` one supertile longer), one per persistent CTA. A CTA runs the pieces of
+// its range item by item ("segments"); an item cut by range boundaries has 2 or more
+// segments, which store fp32 partial tiles, and the last of them to arrive sums them in K
+// order (bit-identical run to run). Why: glm47 q at M = 64 has 96 tiles of 40 supertiles for
+// 132 SMs (0.73 waves); whole K splits give 192 items (1.45 waves), stream-K 29-30
+// supertiles per CTA.
+// A CTA's partial segments are at most two (its first and its last: any between are whole
+// items), so the partials take 2 x ctas slots: slot 2b for CTA b's first segment, 2b + 1 for
+// its last.
 struct StreamKSchedule {
   int64_t work = 0;   // items x supertiles; 0: stream-K off
   int ctas = 0;       // CTAs (ranges)
