@@ -355,8 +355,8 @@ __device__ __forceinline__ bool pair_stores_allowed(const FusedArgs& args) {
 // The generic stores spent ~5000 instructions per item and warp (ncu, glm47 q M = 4096,
 // 256 tokens).
 template <typename T, int NT, bool kPermutedRows>
-__device__ __forceinline__ void store_full_tile(const FusedArgs& args, const float (&acc)[NT][4], int stripe, int m0,
-                                                int m_end, float ts) {
+__device__ __forceinline__ void store_full_tile_general(const FusedArgs& args, const float (&acc)[NT][4], int stripe,
+                                                        int m0, int m_end, float ts) {
   constexpr int kPartner = kPermutedRows ? 16 : 4;
   const int lane = threadIdx.x & 31, c = lane & 3;
   const bool odd = (lane & kPartner) != 0;  // this lane's row is 2p + 1
@@ -390,6 +390,70 @@ __device__ __forceinline__ void store_full_tile(const FusedArgs& args, const flo
       T pair[2] = {Element<T>::from_float(lo), Element<T>::from_float(hi)};
       *reinterpret_cast<uint32_t*>(y + int64_t(nt) * 8 * args.ldy + 8 * hh) = *reinterpret_cast<const uint32_t*>(pair);
     }
+  }
+}
+
+// (v0, v1) rounded to T and packed, v0 in the low half: the rounding of Element<T>::from_float.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_rounded(float v0, float v1) {
+  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "x and y are fp16 or bf16");
+  uint32_t d;
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(v1), "f"(v0));
+  } else {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(v1), "f"(v0));
+  }
+  return d;
+}
+
+// store_full_tile_general without a bias or a residual, in ~7 instructions per stored pair
+// instead of ~35: each lane rounds its two tokens into one packed word, swaps it with its
+// partner and picks its pair with one byte permute. Same values (one multiply, one rounding).
+// The general form's ~2240 instructions per warp and 256-token tile ran cold from the
+// instruction cache after every tile (ncu, glm47 q M = 512 k = 4: 29% of the epilogue's stall
+// samples were no_inst, and the epilogue took 14% of the MMA warps' time; 7-9% with this one).
+// A/B in one binary (H200, 2026-12-03, k = 4, all models' dense shapes, two rounds): geomean
+// 0.986 at M = 16, 0.976 at M = 64, 0.989 at M = 128 (Qwen3 moe_dn / shared_dn -6%), none
+// slower by more than 0.5%; M = 512 within the rounds' spread (tile_linear.cuh).
+// The nt loop breaks on whole n-tiles past m_end (warp-uniform): with predicated stores
+// only, ptxas hoisted enough of the unrolled body to spill the 256-token kernel.
+template <typename T, int NT, bool kPermutedRows>
+__device__ __forceinline__ void store_full_tile_plain(const FusedArgs& args, const float (&acc)[NT][4], int stripe,
+                                                      int m0, int m_end, float ts) {
+  constexpr int kPartner = kPermutedRows ? 16 : 4;
+  // The lane read here, not hoisted with what derives from it into the caller's main loop,
+  // where the 256-token kernel's MMA warps have no register to spare (it spilled).
+  int lane;
+  asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
+  const int c = lane & 3;
+  const bool odd = (lane & kPartner) != 0;  // this lane's row is 2p + 1
+  const int g = kPermutedRows ? tile_row_of(lane >> 2) : lane >> 2;
+  const int row0 = stripe * 16 + (g & ~1);  // the pair's even row (and + 8)
+  const int t_first = m0 + 2 * c + (odd ? 1 : 0);  // the token this lane stores, n-tile 0
+  const int stored = (m_end - t_first + 7) / 8;    // n-tiles with this lane's token below m_end
+  // Even row: (own t0, partner's t0), the low halves; odd row: (partner's t1, own t1), the high.
+  const uint32_t select = odd ? 0x3276u : 0x5410u;
+  uint32_t* y = reinterpret_cast<uint32_t*>(static_cast<T*>(args.y) + int64_t(t_first) * args.ldy + row0);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (m0 + nt * 8 >= m_end) break;  // warp-uniform
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {  // rows row0 + 8 hh, + 1
+      const uint32_t own = pack_rounded<T>(acc[nt][2 * hh] * ts, acc[nt][2 * hh + 1] * ts);  // tokens t0, t1
+      const uint32_t recv = __shfl_xor_sync(0xffffffffu, own, kPartner);
+      if (nt < stored) y[4 * hh] = __byte_perm(own, recv, select);
+    }
+    y += int64_t(args.ldy) * 4;  // 8 tokens on, in 4-byte words
+  }
+}
+
+template <typename T, int NT, bool kPermutedRows>
+__device__ __forceinline__ void store_full_tile(const FusedArgs& args, const float (&acc)[NT][4], int stripe, int m0,
+                                                int m_end, float ts) {
+  if (!args.bias && !args.residual) {
+    store_full_tile_plain<T, NT, kPermutedRows>(args, acc, stripe, m0, m_end, ts);
+  } else {
+    store_full_tile_general<T, NT, kPermutedRows>(args, acc, stripe, m0, m_end, ts);
   }
 }
 
