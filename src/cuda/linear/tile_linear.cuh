@@ -5,7 +5,8 @@
 // Computes y^T = W x^T per CTA tile of WARPS x 16 rows of W (one 16-row stripe per warp,
 // 64 rows per warpgroup) by 8 * NT tokens (64 or 128), over a K split. Per supertile (128
 // columns) each warp decodes its stripe's 16 x 128 weights as the mma.sync path does
-// (k = 2: prmt from a register pool; k >= 3: levels by warp shuffle, no pair table) and
+// (k = 2, and k = 3 at one warpgroup: prmt from register pools; k >= 3 at two warpgroups:
+// the shared-memory pair table; else levels by warp shuffle; tile_decode) and
 // writes them as bf16/fp16 rows into a shared-memory A buffer (two, alternating), row g of
 // each 8 at A row tile_row_of^-1(g) so that a quarter warp's 16-byte stores hit 8 bank groups;
 // one thread copies the tokens' 128 columns of x with TMA (two 64-column boxes, mbarrier per
@@ -66,6 +67,14 @@
 // 121.2 -> 119.2 us, o 125.7 -> 124.2, shared_dn 126.7 -> 123.7, shared_gu 224.4 -> 227.0
 // (the spread between rounds is 1-2%); M = 64 / 128 geomean of 18 shapes 0.976 / 0.989. At
 // M = 512 the card runs this kernel at 1.67 GHz of its 1.98 (power; ncu --clock-control none).
+// Register pools instead of the pair table (2026-12-03, forty-eighth session, A/B in one run,
+// bench/results/h200-ab-register-pool-decode-session48.*): k = 3 at one warpgroup (in place of
+// shuffles) glm47 M = 64 moe_dn 11.16 -> 10.48 us, moe_gu 17.57 -> 17.05, kept; k = 4 slower
+// everywhere (256-token decode warps +8-9% at M = 512, 64/128-token kernel +10-19%), k = 3 at
+// two warpgroups and in the decode warps +1-3%: not kept. Two-CTA clusters for the 256-token
+// kernel (a pair of token tiles per cluster, each CTA decoding half the rows for both, the
+// peer's half by st.async): 1.2-1.5x slower at M = 512 and 4096, not kept
+// (bench/results/h200-ab-tile-pairs-*-session48.*, tile-pairs-cluster-st-async-dropped-session48.patch).
 #pragma once
 
 #include <cstdlib>
@@ -81,20 +90,70 @@ namespace kbit::cuda::detail {
 // refilled is the one read by the group two supertiles back (complete by then).
 constexpr int kTileXSlots = 4;
 
+// How a tile kernel turns k >= 3's codes into levels (k = 2: always by prmt from its register
+// pool): by prmt from byte pools in registers (pools: k = 3, decode_pairs_k3_pools), from the
+// shared-memory pair table (table), or by warp shuffle (shuffle).
+enum class TileDecode { pools, table, shuffle };
+
+// The levels (x's 16-bit type) as byte pools for a decode by prmt from registers: low bytes of
+// levels 4i .. 4i + 3 in lo[i], high bytes in hi[i] (k = 2: k2_level_pools' two registers).
+template <int KB>
+struct LevelPools {
+  static constexpr int regs = KB <= 3 ? (1 << KB) / 4 : 1;
+  uint32_t lo[regs], hi[regs];
+};
+template <int KB>
+__device__ __forceinline__ LevelPools<KB> level_pools(const uint16_t (&codebook16)[32]) {
+  LevelPools<KB> p{};
+  if constexpr (KB <= 3) {
+#pragma unroll
+    for (int i = 0; i < (1 << KB); ++i) {
+      const uint32_t v = codebook16[i];
+      p.lo[i / 4] |= (v & 0xffu) << (8 * (i % 4));
+      p.hi[i / 4] |= (v >> 8) << (8 * (i % 4));
+    }
+  }
+  return p;
+}
+
+// decode_pairs' A registers for k = 3 from the byte pools, no table and no shuffle: each pair
+// code byte spread to two selector nibbles, one prmt for the low and one for the high bytes of
+// two pairs, two prmts to interleave them: ~3 instructions per pair, all on the integer pipes.
+// (k = 4 needs ~5: one prmt per half of the levels, then one to pick by bit 3. Measured in the
+// tile kernels against the pair table, H200, 2026-12-03: 8-10% slower in the 256-token kernel's
+// decode warps, 10-19% in the 64/128-token kernel; k = 3 1-3% slower than the table there.)
+__device__ __forceinline__ void decode_pairs_k3_pools(const uint32_t (&w)[6], int j, int s, const LevelPools<3>& p,
+                                                      uint32_t (&a)[4]) {
+  const uint32_t codes = pair_code_bytes<3>(w, j, s);
+  const uint32_t sel = (codes & 0x07070707u) | ((codes << 1) & 0x70707070u);  // byte r: element 0 | element 1 << 4
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // pairs 2h, 2h + 1
+    const uint32_t sh = sel >> (16 * h);
+    const uint32_t lo = __byte_perm(p.lo[0], p.lo[1], sh), hi = __byte_perm(p.hi[0], p.hi[1], sh);
+    a[2 * h] = __byte_perm(lo, hi, 0x5140u);
+    a[2 * h + 1] = __byte_perm(lo, hi, 0x7362u);
+  }
+}
+
 // Block j (32 columns) of a stripe's supertile decoded and scaled as both tile kernels
 // write it to their A buffers: rows g and g + 8 of the stripe, columns 32j + 8c .. + 7, one
-// 16-byte row each. kTable: levels from the pair table (k >= 3) or k = 2's register pool,
-// else by warp shuffle.
-template <int KB, typename T, bool kTable>
+// 16-byte row each. kDecode: k >= 3's levels (TileDecode); k = 2 by prmt from pools.lo[0] /
+// pools.hi[0].
+template <int KB, typename T, TileDecode kDecode>
 __device__ __forceinline__ void decode_scaled_block(const uint32_t (&w)[2 * KB], uint2 scales, int j, uint32_t lut_lane,
-                                                    uint32_t pool_lo, uint32_t pool_hi, uint32_t cb_lane, uint4& row_g,
+                                                    const LevelPools<KB>& pools, uint32_t cb_lane, uint4& row_g,
                                                     uint4& row_g8) {
   const uint32_t s_lo = scale_pair<T>(scales.x, j), s_hi = scale_pair<T>(scales.y, j);
   uint32_t a[2][4];
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    if constexpr (KB == 2 || kTable) {
-      decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
+    if constexpr (KB == 2) {
+      decode_pairs<KB>(w, j, s, lut_lane, pools.lo[0], pools.hi[0], a[s]);
+    } else if constexpr (kDecode == TileDecode::pools) {
+      static_assert(KB == 3, "the pools decode k = 2 and 3");
+      decode_pairs_k3_pools(w, j, s, pools, a[s]);
+    } else if constexpr (kDecode == TileDecode::table) {
+      decode_pairs<KB>(w, j, s, lut_lane, 0u, 0u, a[s]);
     } else {
       decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
     }
@@ -117,8 +176,15 @@ struct TileArgs {
 // warpgroup keeps the shuffles, because 32 KB more per CTA halve its CTAs per SM (H200,
 // 2026-12-01, glm47 M = 64 k = 3: q 47.2 -> 65.9 us with the table at 4 warps, o 45.4 ->
 // 39.1 at 8).
+// k = 3 at one warpgroup by the register pools instead (H200, 2026-12-03, A/B in one run, two
+// rounds: glm47 M = 64 moe_dn 11.16 -> 10.48 us, moe_gu 17.57 -> 17.05).
 template <int KB, int WARPS>
-constexpr bool tile_uses_pair_table() { return KB >= 3 && WARPS == 8; }
+constexpr TileDecode tile_decode() {
+  if (KB == 3 && WARPS == 4) return TileDecode::pools;
+  return KB >= 3 && WARPS == 8 ? TileDecode::table : TileDecode::shuffle;
+}
+template <int KB, int WARPS>
+constexpr bool tile_uses_pair_table() { return tile_decode<KB, WARPS>() == TileDecode::table; }
 
 template <int KB, int NT, int WARPS>
 constexpr size_t tile_smem_bytes() {
@@ -244,10 +310,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
     for (int s = 0; s < kTileXSlots; ++s) mbarrier_init(x_bars + 8 * s, 1);
     mbarrier_init_fence();
   }
+  constexpr TileDecode kDecode = tile_decode<KB, WARPS>();
   constexpr bool kTable = tile_uses_pair_table<KB, WARPS>();
-  uint32_t pool_lo = 0, pool_hi = 0, cb_lane = 0;
-  if constexpr (KB == 2) {
-    k2_level_pools(args.codebook16, pool_lo, pool_hi);
+  uint32_t cb_lane = 0;
+  LevelPools<KB> pools{};
+  if constexpr (KB == 2 || kDecode == TileDecode::pools) {
+    pools = level_pools<KB>(args.codebook16);
   } else if constexpr (kTable) {
     fill_pair_table<KB>(lut, args.codebook16, cb16);  // published by the item loop's first barrier
   } else {
@@ -361,7 +429,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
 #pragma unroll
           for (int jb = 0; jb < 2; ++jb) {
             uint4 row_g, row_g8;
-            decode_scaled_block<KB, T, kTable>(w, cur.scales, 2 * h + jb, lut_lane, pool_lo, pool_hi, cb_lane, row_g,
+            decode_scaled_block<KB, T, kDecode>(w, cur.scales, 2 * h + jb, lut_lane, pools, cb_lane, row_g,
                                                row_g8);
             const uint32_t at = a_buf + uint32_t(h) * kAHalfBytes;
             sts128(at + sw128_offset(a_row, 4 * jb + c), row_g);
@@ -491,7 +559,8 @@ constexpr int kWsStages = 4;
 // to align the swizzle atoms to 1024 bytes.
 template <int KB>
 constexpr size_t tile_ws_smem_bytes() {
-  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages + (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
+  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages +
+         (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
 }
 static_assert(tile_ws_smem_bytes<4>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 
@@ -538,8 +607,8 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   const int stop = stream_k ? int(sk.begin(int64_t(blockIdx.x) + 1)) : work;
 
   if (wg == 0) {  // decode warps
-    uint32_t pool_lo = 0, pool_hi = 0;
-    if constexpr (KB == 2) k2_level_pools(args.codebook16, pool_lo, pool_hi);
+    LevelPools<KB> pools{};
+    if constexpr (KB == 2) pools = level_pools<KB>(args.codebook16);
     const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
     const int a_row = 16 * wl + tile_a_row(g);  // stripe w's rows; stripe w + 4 64 rows on
     uint32_t it = 0;
@@ -577,7 +646,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
           for (int u = 0; u < KB; ++u) w[2 * u] = cs.w[u].x, w[2 * u + 1] = cs.w[u].y;
 #pragma unroll
           for (int jb = 0; jb < 2; ++jb)
-            decode_scaled_block<KB, T, true>(w, cs.scales, 2 * h + jb, lut_lane, pool_lo, pool_hi, 0u,
+            decode_scaled_block<KB, T, TileDecode::table>(w, cs.scales, 2 * h + jb, lut_lane, pools, 0u,
                                              v[which * 4 + jb * 2], v[which * 4 + jb * 2 + 1]);
         }
       };
