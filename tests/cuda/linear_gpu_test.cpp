@@ -269,6 +269,43 @@ TEST(GpuLinear, WgmmaTileOnModelShapes) {
   check_shape(7168, 3584, {128}, {3, 5}, false, 603, &cases);
 }
 
+// The 64/128-token tile kernel decodes k >= 3 three ways (tile_decode): one warpgroup by
+// register pools (k = 3) or warp shuffles (k = 4, 5), two warpgroups from the shared-memory
+// pair table; k = 2 by pools in both. Each output element is the same sequence of wgmma
+// steps over the same operands at either warp count, so the decodes must agree bit for bit:
+// one wrong level for one code shows here even where the error norm would hide it.
+TEST(GpuLinear, TileDecodesAgreeBitForBit) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t n = 256, k = 2048 + 96;  // every block position of a supertile, a padded last one
+  for (int64_t m : {64, 50}) {
+    LinearWorkspace ws({m, n, k, true});
+    for (int bits : {2, 3, 4, 5})
+      for (DType dt : {DType::f16, DType::bf16}) {
+        const std::string what = "k=" + std::to_string(bits) + " " + std::string(dtype_name(dt)) + " M=" + std::to_string(m);
+        const Quantized q = quantize_random(n, k, bits, 700 + bits);
+        const HostMatrix x = random_matrix(m, k, dt, 710 + bits);
+        Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
+        std::vector<uint16_t> by_warps[2];
+        for (int i = 0; i < 2; ++i) {
+          LinearOptions o;
+          o.path = LinearPath::fused_mma;
+          o.n_tiles = 8, o.warps = i ? 8 : 4, o.splits = 1, o.items = LinearItems::wgmma_tile;
+          ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
+          ASSERT_NO_THROW(linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n},
+                                 ws, nullptr, o))
+              << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          by_warps[i] = download16(yd.data(), size_t(m * n));
+        }
+        const std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+        EXPECT_LE(relative_error(dt, by_warps[0], ref, m * n), tolerance(dt)) << what;
+        int64_t differ = 0;
+        for (size_t e = 0; e < by_warps[0].size(); ++e) differ += by_warps[0][e] != by_warps[1][e];
+        EXPECT_EQ(differ, 0) << what << ": one and two warpgroups differ";
+      }
+  }
+}
+
 // Only the 256-token tile kernel (n_tiles 32), on shapes small enough for racecheck (which
 // runs the kernel two orders of magnitude slower): two token tiles, one partial, every k;
 // 4 tiles of 16 supertiles, which run as quarters (tile_schedule.h's split tail).

@@ -96,7 +96,9 @@ constexpr int kTileXSlots = 4;
 enum class TileDecode { pools, table, shuffle };
 
 // The levels (x's 16-bit type) as byte pools for a decode by prmt from registers: low bytes of
-// levels 4i .. 4i + 3 in lo[i], high bytes in hi[i] (k = 2: k2_level_pools' two registers).
+// levels 4i .. 4i + 3 in lo[i], high bytes in hi[i]. k = 2 gets k2_level_pools' two registers
+// (the same loop: fused_linear.cuh's k2_level_pools could become level_pools<2> the next time
+// the fused kernels change and run on a GPU).
 template <int KB>
 struct LevelPools {
   static constexpr int regs = KB <= 3 ? (1 << KB) / 4 : 1;
@@ -559,8 +561,7 @@ constexpr int kWsStages = 4;
 // to align the swizzle atoms to 1024 bytes.
 template <int KB>
 constexpr size_t tile_ws_smem_bytes() {
-  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages +
-         (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
+  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages + (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
 }
 static_assert(tile_ws_smem_bytes<4>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 
