@@ -75,6 +75,12 @@
 // kernel (a pair of token tiles per cluster, each CTA decoding half the rows for both, the
 // peer's half by st.async): 1.2-1.5x slower at M = 512 and 4096, not kept
 // (bench/results/h200-ab-tile-pairs-*-session48.*, tile-pairs-cluster-st-async-dropped-session48.patch).
+// Since the forty-ninth session (H200, 2026-12-03) dense stream-K plans of 64 or 128 tokens and two
+// warpgroups run on tile_ws_small_kernel (the 256-token kernel's warp specialisation; below),
+// 2-5% faster on glm47's tuned M = 64 rows and 1-3% at M = 128, 12-14% / 4-7% by geomean forced on
+// every shape; the wgmma descriptors are one add per k16 step (1-2%). A 64 KB pair table with
+// one-prmt addresses (32 fewer imad per warp and supertile) gained nothing and was dropped
+// (bench/results/*session49*).
 #pragma once
 
 #include <cstdlib>
@@ -454,11 +460,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1) tile_linear_kernel(const __grid
         __syncthreads();
         if (x_tma) request_x_tile(st + kTileXSlots - 2, iteration + kTileXSlots - 2);  // into the slot read two back
         wgmma_fence();
+        // The eight k16 steps' descriptors as one add each to the supertile's first (the
+        // address arithmetic was ~11 instructions per step, a quarter of the loop's).
+        const uint32_t a_lo = wgmma_desc_sw128_lo(a_buf), x_lo = wgmma_desc_sw128_lo(x_tile);
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
           const uint32_t k_off = uint32_t(q >> 2), k_in = uint32_t(q & 3) * 32;
-          wgmma_ss<T, NT>(acc, wgmma_desc_sw128(a_buf + k_off * kAHalfBytes + k_in),
-                          wgmma_desc_sw128(x_tile + k_off * kXHalfBytes + k_in));
+          wgmma_ss<T, NT>(acc, wgmma_desc_sw128_from_lo(a_lo + ((k_off * kAHalfBytes + k_in) >> 4)),
+                          wgmma_desc_sw128_from_lo(x_lo + ((k_off * kXHalfBytes + k_in) >> 4)));
         }
         wgmma_commit();
         wgmma_wait_ss<1, NT>(acc);
@@ -513,8 +522,9 @@ __device__ __forceinline__ WsUnit ws_next_unit(const TileArgs& targs, bool strea
 template <int NT>
 __device__ __forceinline__ bool reduce_tail_partials(const FusedArgs& args, float (&acc)[NT][4], int first_slot,
                                                      int split, int splits, unsigned* counter, int w8) {
+  constexpr int64_t kSlotFloats = int64_t(128) * NT * 8;  // 128 rows x the tile's tokens (kWsPartialTileFloats at NT 32)
   auto part = [&](int sp) {
-    return reinterpret_cast<float4*>(args.tile_partials + int64_t(first_slot + sp) * kWsPartialTileFloats) + (w8 * NT) * 32;
+    return reinterpret_cast<float4*>(args.tile_partials + int64_t(first_slot + sp) * kSlotFloats) + (w8 * NT) * 32;
   };
   return reduce_partials_in_order<NT>(acc, split, splits, counter, part);
 }
@@ -528,7 +538,7 @@ __device__ __forceinline__ bool reduce_ws_stream_k_pieces(const FusedArgs& args,
                                                           float (&acc)[NT][4], int own_slot, int tile, int w8) {
   const int lane = threadIdx.x & 31;
   float4* const parts = reinterpret_cast<float4*>(args.tile_partials) + w8 * NT * 32 + lane;
-  constexpr int64_t kSlot = kWsPartialTileFloats / 4;  // float4s per slot
+  constexpr int64_t kSlot = int64_t(128) * NT * 8 / 4;  // float4s per slot: 128 rows x the tile's tokens
   store_partial<NT>(acc, parts + own_slot * kSlot);
   unsigned* counter = args.counters + tile * 8 + w8;
   const unsigned arrived = arrive_after_partial(counter);
@@ -556,14 +566,21 @@ __device__ __forceinline__ bool reduce_ws_stream_k_pieces(const FusedArgs& args,
 // x must be 16-byte aligned (TMA), else the launcher runs the 128-token kernel (whole tiles
 // or stream-K, as asked). 384 threads, one CTA per SM, persistent
 // over (stripe group, token tile) tiles, then the tail's units.
-constexpr int kWsStages = 4;
+// tile_ws_small_kernel below is the same design for 64- and 128-token tiles (dense stream-K
+// plans of two warpgroups): 8 decode warps, one stripe each, 6 stages of 16 + 8 KB or 5 of 16 + 16.
+template <int NT>
+constexpr int ws_stages() { return NT == 32 ? 4 : NT == 16 ? 5 : 6; }
+constexpr int kWsStages = ws_stages<32>();
 // The ring, its barriers, k >= 3's pair table (the fused kernel's PairLut: 32 KB) and 1 KB
 // to align the swizzle atoms to 1024 bytes.
-template <int KB>
+template <int KB, int NT = 32>
 constexpr size_t tile_ws_smem_bytes() {
-  return size_t(kWsStages) * (128 * 128 + 256 * 128) + 16 * kWsStages + (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
+  return size_t(ws_stages<NT>()) * (128 * 128 + NT * 8 * 128) + 16 * ws_stages<NT>() +
+         (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
 }
 static_assert(tile_ws_smem_bytes<4>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
+static_assert(tile_ws_smem_bytes<4, 8>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
+static_assert(tile_ws_smem_bytes<4, 16>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 
 template <int KB, typename T>
 __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__ TileArgs targs) {
@@ -720,9 +737,10 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
         mbarrier_wait(full_bars + 8 * stage, (it / kWsStages) & 1);
         const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
         wgmma_fence();
+        const uint32_t a_lo = wgmma_desc_sw128_lo(a_st), x_lo = wgmma_desc_sw128_lo(x_st);
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          wgmma_ss<T, NT>(acc, wgmma_desc_sw128(a_st + uint32_t(q) * 32), wgmma_desc_sw128(x_st + uint32_t(q) * 32));
+          wgmma_ss<T, NT>(acc, wgmma_desc_sw128_from_lo(a_lo + uint32_t(q) * 2), wgmma_desc_sw128_from_lo(x_lo + uint32_t(q) * 2));
         wgmma_commit();
         wgmma_wait_ss<1, NT>(acc);
         if (it != first) {  // the previous stage's group is done: hand the stage back
@@ -735,6 +753,225 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
       const int w8 = 4 * (wg - 1) + wl;  // this warp's 16 rows of the tile
+      if (wu.split >= 0 && stores) {  // a tail unit: only the last of the tile's units goes on
+        const int tail_tile = wu.tile - targs.ws.full_items;
+        if (!reduce_tail_partials<NT>(args, acc, tail_tile * targs.ws.tail_splits, wu.split, targs.ws.tail_splits,
+                                      args.counters + tail_tile * 8 + w8, w8))
+          continue;
+      }
+      // A stream-K segment short of the whole K: only the tile's last segment to arrive goes
+      // on (reduce_stream_k_partials' layout, in 32-bit arithmetic).
+      if (stream_k && stores && wu.st_count < args.supertiles) {
+        // Slot 2b for CTA b's first segment (the one its range starts with, so the stages run
+        // so far are its own: no register kept for the range's start), 2b + 1 for its last.
+        const int own_slot = 2 * int(blockIdx.x) + (it == 2u * uint32_t(wu.st_count) ? 0 : 1);
+        if (!reduce_ws_stream_k_pieces<NT>(args, sk, acc, own_slot, wu.tile, w8)) continue;
+      }
+      if (stores && pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past m_end: skipped)
+        store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
+      } else if (stores) {
+        finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, m_end, ts);
+      }
+    }
+  }
+}
+
+// tile_ws_kernel for 64- and 128-token tiles (NT 8, 16): 8 decode warps (one stripe each, DW)
+// and the two MMA warpgroups (m64n64k16 / m64n128k16), 512 threads, 6 or 5 stages; the launcher
+// runs it for dense stream-K plans of two warpgroups (launch_tile), where the 64/128-token tile
+// kernel's warps decode and issue wgmma alike with a CTA barrier per supertile. H200,
+// 2026-12-03, A/B in one binary each (KBIT_TILE_WS_SMALL=0 / the variant), two rounds, tuned
+// plans: M = 64 glm47 q / o / shared_dn 2-5% faster at k = 3 and 4 (q k = 4 34.99 -> 34.21 us),
+// shared_gu k = 4 1% slower, Kimi latent k = 3 25.61 -> 23.58; M = 128 glm47 q / o / shared_dn
+// 1-3% faster (o k = 3 46.19 -> 44.81), shared_gu within 1%. Forced on every shape, Qwen3's 11-25%
+// (M = 64) and 7-13% (M = 128) faster than the tile kernel (bench/results/h200-ab-tile-ws-small-
+// session49.*). Its own template: the one source generalised over NT and DW spilled 8 bytes in
+// the 256-token instances (k = 2, 4; three arrangements tried), which sit at the 168-register cap.
+template <int KB, typename T, int NT, int DW>
+__global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const __grid_constant__ TileArgs targs) {
+  static_assert((NT == 8 || NT == 16) && DW == 8, "64 or 128 tokens with 8 decode warps (256: tile_ws_kernel)");
+  constexpr int kTokens = NT * 8, kStripes = 8, kStages = ws_stages<NT>();
+  constexpr int kPer = kStripes / DW;             // stripes per decode warp
+  constexpr uint32_t kABytes = 128 * 128;       // a stage's A: 128 rows x 64 columns
+  constexpr uint32_t kXBytes = kTokens * 128;   // a stage's x: the tokens x 64 columns
+  constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
+  using StageT = Stage<KB>;
+  const FusedArgs& args = targs.f;
+  extern __shared__ __align__(16) uint8_t tile_smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int wl = warp % 4, mw = warp / 4 - DW / 4;  // mw: the MMA warpgroup (rows 64 mw .. + 63)
+  const uint32_t smem_base = (uint32_t(__cvta_generic_to_shared(tile_smem)) + 1023u) & ~1023u;
+  const uint32_t a_ring = smem_base, x_ring = smem_base + kStages * kABytes;
+  const uint32_t full_bars = x_ring + kStages * kXBytes, empty_bars = full_bars + 8 * kStages;
+
+  if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // k >= 3: the pair table after the ring and the barriers (fill_pair_table): the lone
+  // decode warp per scheduler, stalled mostly on its shuffles, was what the tensor cores
+  // waited for (ncu, glm47 q M = 4096).
+  const uint32_t lut = empty_bars + 8 * kStages;
+  __shared__ uint32_t cb16[32];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(full_bars + 8 * s, DW + 1);  // the decode warps + the TMA's arrive.expect_tx
+      mbarrier_init(empty_bars + 8 * s, 8);  // the 8 MMA warps
+    }
+    mbarrier_init_fence();
+  }
+  if constexpr (KB >= 3) fill_pair_table<KB>(lut, args.codebook16, cb16);
+  __syncthreads();
+  const int units = (args.stripes + kStripes - 1) / kStripes;  // tile = token tile * units + unit
+  // Grouped (expert_linear): the token tiles come from the table (launch_grouped_tile_table,
+  // the kernel just before this one), no tail splits; the host's work is a bound.
+  const int4* grouped = args.grouped_tiles;
+  if (grouped) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  const int work = grouped ? min(targs.ws.work(), grouped[0].x * units) : targs.ws.work();
+  // Stream-K (wgmma_stream items, dense only): this CTA's range of the tiles' supertiles.
+  const StreamKSchedule& sk = targs.sk;
+  const bool stream_k = sk.on() && !grouped;
+  const int range_begin = stream_k ? int(sk.begin(blockIdx.x)) : int(blockIdx.x);
+  const int stop = stream_k ? int(sk.begin(int64_t(blockIdx.x) + 1)) : work;
+
+  if (warp < DW) {  // decode warps: stripes warp + DW i of each tile
+    LevelPools<KB> pools{};
+    if constexpr (KB == 2) pools = level_pools<KB>(args.codebook16);
+    const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
+    const int a_row = 16 * warp + tile_a_row(g);  // stripe q's rows start at A row 16 q
+    uint32_t it = 0;
+    for (int cursor = range_begin; cursor < stop;) {
+      const WsUnit wu = ws_next_unit(targs, stream_k, stop, cursor);
+      const int unit = wu.tile % units, nst = wu.st_count;
+      int m0, m_end;
+      int64_t w_stripe0;
+      token_tile_rows(args, grouped, wu.tile / units, kTokens, 0, m0, m_end, w_stripe0);
+      const int st_last = nst - 1;
+      const uint2* wb[kPer];
+      const uint2* sbs[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int q = min(unit * kStripes + warp + DW * i, args.stripes - 1);
+        const int64_t off = (w_stripe0 + q) * args.supertiles + wu.st_begin;
+        wb[i] = args.words + off * KB * 32 + lane;
+        sbs[i] = args.scales + off * 8 + g;
+      }
+      StageT sts[kPer][D];
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) load_weight_stage<KB>(sts[i][d], wb[i], sbs[i], d, st_last);
+      // A stage's decoded rows, [which stripe][block jb][row g, row g + 8], decoded one stage
+      // ahead: between the stores of stage s and its proxy fence the warp decodes stage s + 1,
+      // so that the fence finds the stores done (ncu: ~6% of the decode warps' samples sat on
+      // the fence when it followed the stores at once).
+      uint4 v[4 * kPer];
+      auto decode_stage = [&](const StageT (&cst)[kPer], int h) {
+#pragma unroll
+        for (int which = 0; which < kPer; ++which) {
+          const StageT& cs = cst[which];
+          uint32_t w[2 * KB];
+#pragma unroll
+          for (int u = 0; u < KB; ++u) w[2 * u] = cs.w[u].x, w[2 * u + 1] = cs.w[u].y;
+#pragma unroll
+          for (int jb = 0; jb < 2; ++jb)
+            decode_scaled_block<KB, T, TileDecode::table>(w, cs.scales, 2 * h + jb, lut_lane, pools, 0u,
+                                             v[which * 4 + jb * 2], v[which * 4 + jb * 2 + 1]);
+        }
+      };
+      {
+        StageT first[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) first[i] = sts[i][0];
+        decode_stage(first, 0);  // the item's first stage
+      }
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x: after the previous kernel
+      for (int sb = 0; sb < nst; sb += D) {
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          const int st = sb + d;  // of the unit's supertiles
+          if (st >= nst) break;
+          StageT cur[kPer];
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            cur[i] = sts[i][d];
+            load_weight_stage<KB>(sts[i][d], wb[i], sbs[i], st + D, st_last);
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {  // one stage per 64 columns
+            const uint32_t stage = it % kStages;
+            mbarrier_wait(empty_bars + 8 * stage, ((it / kStages) & 1) ^ 1);  // a fresh barrier passes
+            if (threadIdx.x == 0) {
+              mbarrier_arrive_expect_tx(full_bars + 8 * stage, kXBytes);
+              tensor_copy_2d(x_ring + stage * kXBytes, &targs.x_map, (wu.st_begin + st) * 128 + 64 * h, m0,
+                             full_bars + 8 * stage);
+            }
+            const uint32_t a_st = a_ring + stage * kABytes;
+#pragma unroll
+            for (int which = 0; which < kPer; ++which)
+#pragma unroll
+              for (int jb = 0; jb < 2; ++jb) {
+                const int row = a_row + 16 * DW * which;
+                sts128(a_st + sw128_offset(row, 4 * jb + c), v[which * 4 + jb * 2]);
+                sts128(a_st + sw128_offset(row + 8, 4 * jb + c), v[which * 4 + jb * 2 + 1]);
+              }
+            // The next stage: this supertile's second half, or the next supertile's first
+            // (st0[(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
+            if (h == 0) {
+              decode_stage(cur, 1);
+            } else if (st + 1 < nst) {
+              StageT nxt[kPer];
+#pragma unroll
+              for (int i = 0; i < kPer; ++i) nxt[i] = sts[i][(d + 1) % D];
+              decode_stage(nxt, 0);
+            }
+            fence_proxy_async_shared();  // the decoded rows, for the tensor cores' reads
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(full_bars + 8 * stage);
+            ++it;
+          }
+        }
+      }
+    }
+  } else {  // MMA warpgroups: rows 64 mw .. + 63 of the tile
+    const float ts = args.meta->tensor_scale * kScalePairFactor<T>;
+    const uint32_t a_rows = uint32_t(mw) * 64 * 128;
+    const bool pair_stores = pair_stores_allowed(args);  // 4-byte pair stores (store_full_tile), full or partial tiles
+    uint32_t it = 0;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
+    for (int cursor = range_begin; cursor < stop;) {
+      const WsUnit wu = ws_next_unit(targs, stream_k, stop, cursor);
+      const int unit = wu.tile % units;
+      int m0, m_end;
+      int64_t w_stripe0;
+      token_tile_rows(args, grouped, wu.tile / units, kTokens, 0, m0, m_end, w_stripe0);
+      int stripe = unit * kStripes + 4 * mw + wl;
+      const bool stores = stripe < args.stripes;
+      stripe = min(stripe, args.stripes - 1);
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+      const uint32_t first = it;
+      for (int half = 0; half < 2 * wu.st_count; ++half) {
+        const uint32_t stage = it % kStages;
+        mbarrier_wait(full_bars + 8 * stage, (it / kStages) & 1);
+        const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
+        wgmma_fence();
+        const uint32_t a_lo = wgmma_desc_sw128_lo(a_st), x_lo = wgmma_desc_sw128_lo(x_st);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          wgmma_ss<T, NT>(acc, wgmma_desc_sw128_from_lo(a_lo + uint32_t(q) * 2), wgmma_desc_sw128_from_lo(x_lo + uint32_t(q) * 2));
+        wgmma_commit();
+        wgmma_wait_ss<1, NT>(acc);
+        if (it != first) {  // the previous stage's group is done: hand the stage back
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
+        }
+        ++it;
+      }
+      wgmma_wait_ss<0, NT>(acc);
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
+      const int w8 = 4 * mw + wl;  // this warp's 16 rows of the tile
       if (wu.split >= 0 && stores) {  // a tail unit: only the last of the tile's units goes on
         const int tail_tile = wu.tile - targs.ws.full_items;
         if (!reduce_tail_partials<NT>(args, acc, tail_tile * targs.ws.tail_splits, wu.split, targs.ws.tail_splits,
@@ -781,10 +1018,17 @@ auto with_tile_instance(FusedShape s, DType t, F&& f) {
   return typed.template operator()<__nv_bfloat16>();
 }
 
-template <int KB, typename T>
+template <int KB, typename T, int NT = 32, int DW = 4>
 cudaError_t configure_tile_ws_instance() {
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_ws_smem_bytes<KB>()));
+  static const cudaError_t configured = [] {
+    if constexpr (NT == 32) {
+      return cudaFuncSetAttribute(tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(tile_ws_smem_bytes<KB>()));
+    } else {
+      return cudaFuncSetAttribute(tile_ws_small_kernel<KB, T, NT, DW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(tile_ws_smem_bytes<KB, NT>()));
+    }
+  }();
   return configured;
 }
 
@@ -822,13 +1066,24 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
   } else {
     a.grouped_tiles = nullptr;
   }
-  if (s.n_tiles == 32) {
+  // Dense 64/128-token stream-K tiles of two warpgroups run on the warp-specialised kernel with 8
+  // decode warps (tile_ws_small_kernel; KBIT_TILE_WS_SMALL=0 keeps them on tile_linear_kernel, for A/B).
+  static const bool ws_small_on = [] {
+    const char* e = std::getenv("KBIT_TILE_WS_SMALL");
+    return !(e && e[0] == '0');
+  }();
+  const bool ws_small = ws_small_on && (s.n_tiles == 8 || s.n_tiles == 16) && s.warps == 8 &&
+                        s.items == FusedItems::wgmma_stream && !grouped && a.x_vec && a.splits == 1;
+  auto launch_ws = [&]<int NT, int DW>() {
+    constexpr int kTok = NT * 8;
     KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
                  kbit::cuda::device_description());
-    KBIT_REQUIRE(a.splits == 1, "fused linear: the 256-token tile kernel (n_tiles 32) takes no K splits, got ", a.splits);
-    KBIT_REQUIRE(a.tiles == (a.M + 255) / 256, "fused linear: token tiles do not match n_tiles");
+    KBIT_REQUIRE(a.splits == 1, "fused linear: the warp-specialised tile kernel takes no K splits, got ", a.splits);
+    KBIT_REQUIRE(a.tiles == (a.M + kTok - 1) / kTok, "fused linear: token tiles do not match n_tiles");
+    // Partial tiles of 128 rows x kTok tokens: 256 / kTok of them in one of the workspace's slots.
+    const int64_t partial_slots = a.tile_partial_slots * (256 / kTok);
     with_dtype(t, [&]<typename T>() {
-      check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
+      check_cuda(configure_tile_ws_instance<KB, T, NT, DW>(), "fused linear: setting the tile kernel's shared memory size");
       const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
       KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
       TileArgs ta{};
@@ -836,25 +1091,41 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
       if (s.items == FusedItems::wgmma_stream) {  // stream-K: the tiles' supertiles evenly over the CTAs
         KBIT_REQUIRE(!grouped, "fused linear: wgmma_stream items have no grouped mode");
         // Two partial tiles per CTA: a workspace made for M <= 64 (one slot per SM) runs half the CTAs.
-        KBIT_REQUIRE(a.tile_partials && a.tile_partial_slots >= 2,
+        KBIT_REQUIRE(a.tile_partials && partial_slots >= 2,
                      "fused linear: wgmma_stream items need partial tiles, the workspace has none (create it with "
                      "max_m > 16 on Hopper)");
-        ta.sk = stream_k_schedule(items, std::min<int64_t>(a.max_ctas, a.tile_partial_slots / 2), a.supertiles);
+        ta.sk = stream_k_schedule(items, std::min<int64_t>(a.max_ctas, partial_slots / 2), a.supertiles);
         KBIT_REQUIRE(ta.sk.work < (int64_t(1) << 31), "fused linear: too much stream-K work (", ta.sk.work, " supertiles)");
         KBIT_REQUIRE(a.counters && items * 8 <= a.counter_count, "fused linear: wgmma_stream items need ", items * 8,
                      " counters, the workspace has ", a.counter_count);
         grid = dim3(unsigned(ta.sk.ctas));
       } else {
         const bool split_tail = a.tile_partials && !grouped;
-        ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? a.tile_partial_slots : 0);
+        ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? partial_slots : 0);
         grid = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
       }
       ta.f = a;
       ta.x_tma = true;
-      ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, 256, 64, true, "fused linear (tile)", "x");
-      launch_maybe_pdl(tile_ws_kernel<KB, T>, grid, dim3(384), tile_ws_smem_bytes<KB>(), stream, a.pdl,
-                       "fused linear: tile kernel launch", ta);
+      ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, kTok, 64, true, "fused linear (tile)", "x");
+      if constexpr (NT == 32) {
+        launch_maybe_pdl(tile_ws_kernel<KB, T>, grid, dim3(384), tile_ws_smem_bytes<KB>(), stream, a.pdl,
+                         "fused linear: tile kernel launch", ta);
+      } else {
+        launch_maybe_pdl(tile_ws_small_kernel<KB, T, NT, DW>, grid, dim3(DW * 32 + 256), tile_ws_smem_bytes<KB, NT>(),
+                         stream, a.pdl, "fused linear: tile kernel launch", ta);
+      }
     });
+  };
+  if (s.n_tiles == 32) {
+    launch_ws.template operator()<32, 4>();
+    return;
+  }
+  if (ws_small) {
+    if (s.n_tiles == 8) {
+      launch_ws.template operator()<8, 8>();
+    } else {
+      launch_ws.template operator()<16, 8>();
+    }
     return;
   }
   with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {

@@ -21,12 +21,20 @@ namespace kbit::cuda::detail {
 
 // Descriptor of a K-major, 128-byte-swizzled operand starting at smem_addr (an atom's start
 // plus 32 bytes per k16 step), 8-row groups 1024 bytes apart.
-// Built from two 32-bit halves: only the low one depends on the address.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) {
-  const uint32_t lo = ((smem_addr & 0x3FFFFu) >> 4) | (1u << 16), hi = (kSw128AtomBytes >> 4) | (1u << 30);
+// Built from two 32-bit halves: only the low one depends on the address, whose bits 4-17 are
+// its start-address field. Shared addresses stay below 2^18, so a descriptor's low half plus
+// (offset >> 4) is the descriptor of address + offset: a k16 step's descriptor is one add.
+__device__ __forceinline__ uint32_t wgmma_desc_sw128_lo(uint32_t smem_addr) {
+  return ((smem_addr & 0x3FFFFu) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t wgmma_desc_sw128_from_lo(uint32_t lo) {
+  const uint32_t hi = (kSw128AtomBytes >> 4) | (1u << 30);
   uint64_t d;
   asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo), "r"(hi));
   return d;
+}
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) {
+  return wgmma_desc_sw128_from_lo(wgmma_desc_sw128_lo(smem_addr));
 }
 
 #define KBIT_SS_F4(v, i) "+f"(v[i][0]), "+f"(v[i][1]), "+f"(v[i][2]), "+f"(v[i][3])
