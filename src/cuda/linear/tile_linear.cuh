@@ -787,6 +787,9 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
 // (M = 64) and 7-13% (M = 128) faster than the tile kernel (bench/results/h200-ab-tile-ws-small-
 // session49.*). Its own template: the one source generalised over NT and DW spilled 8 bytes in
 // the 256-token instances (k = 2, 4; three arrangements tried), which sit at the 168-register cap.
+// Launched only for dense stream-K plans (launch_tile), so its grouped and split-tail branches,
+// kept from tile_ws_kernel, do not run, and DW = 8 makes kPer 1: left as they are until the
+// kernel changes on a GPU again (NOTES, forty-ninth session).
 template <int KB, typename T, int NT, int DW>
 __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const __grid_constant__ TileArgs targs) {
   static_assert((NT == 8 || NT == 16) && DW == 8, "64 or 128 tokens with 8 decode warps (256: tile_ws_kernel)");
@@ -805,9 +808,7 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
   const uint32_t full_bars = x_ring + kStages * kXBytes, empty_bars = full_bars + 8 * kStages;
 
   if (args.pdl) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  // k >= 3: the pair table after the ring and the barriers (fill_pair_table): the lone
-  // decode warp per scheduler, stalled mostly on its shuffles, was what the tensor cores
-  // waited for (ncu, glm47 q M = 4096).
+  // k >= 3: the pair table after the ring and the barriers (fill_pair_table), as in tile_ws_kernel.
   const uint32_t lut = empty_bars + 8 * kStages;
   __shared__ uint32_t cb16[32];
   if (threadIdx.x == 0) {
@@ -913,7 +914,7 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
                 sts128(a_st + sw128_offset(row + 8, 4 * jb + c), v[which * 4 + jb * 2 + 1]);
               }
             // The next stage: this supertile's second half, or the next supertile's first
-            // (st0[(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
+            // (sts[i][(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
             if (h == 0) {
               decode_stage(cur, 1);
             } else if (st + 1 < nst) {
