@@ -45,7 +45,9 @@ LinearPath parse_linear_path(std::string_view name);  // "auto", "gemv", "fused_
 // wgmma_stream: the tile kernel (n_tiles 8, 16, or 32: the warp-specialised one) with
 // stream-K work: the tiles' whole K work cut evenly over the persistent CTAs (so a CTA may
 // finish one tile's K and start the next's), the cut tiles' fp32 partials summed in K order;
-// no splits, no grouped mode. n_tiles 32 needs a workspace with max_m > 64.
+// no splits, no grouped mode. n_tiles 32 needs a workspace with max_m > 64. With n_tiles 8 or 16
+// and 16 warps, a warp-specialised kernel: 8 warps decode (one stripe each) and two warpgroups
+// only issue wgmma (8 warps: all of them decode, then multiply).
 enum class LinearItems : uint8_t { automatic, cta, warp, stripes, wgmma, cta_shuffle, wgmma_tile, wgmma_stream };
 std::string_view linear_items_name(LinearItems i);
 // "auto", "cta", "warp", "stripes", "wgmma", "cta_shuffle", "wgmma_tile", "wgmma_stream"
@@ -55,7 +57,7 @@ LinearItems parse_linear_items(std::string_view name);
 struct LinearPlan {
   LinearPath path = LinearPath::fused_mma;
   int n_tiles = 1;  // tokens per item / 8: 1, 2, 4 or 8 (wgmma_tile: 8, 16 or 32)
-  int warps = 4;    // warps per CTA: 4 or 8
+  int warps = 4;    // warps per CTA: 4 or 8; wgmma_stream n_tiles 8, 16 also 16 (8 decode + 8 MMA warps)
   int splits = 1;   // items per 16-row stripe along K
   LinearItems items = LinearItems::cta;
   std::string source;  // "table", "heuristic" or "forced"

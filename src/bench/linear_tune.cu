@@ -81,6 +81,10 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
           if (splits == 1) {  // the same tiles with stream-K work (no whole splits)
             o.items = LinearItems::wgmma_stream;
             add(o);
+            if (warps == 8) {  // and on the warp-specialised kernel (8 decode + 8 MMA warps)
+              o.warps = 16;
+              add(o);
+            }
           }
         }
   // The warp-specialised tile kernel (256 tokens) from M = 65: half a tile is padding at

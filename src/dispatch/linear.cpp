@@ -281,12 +281,17 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     p.n_tiles = std::min(p.n_tiles, cuda::detail::kCtaShuffleMaxNTiles);
   // Tile-kernel items (wgmma_tile, wgmma_stream) not from a table entry of their mode: 64
   // tokens per tile up to M = 64, 128 up to M = 128, else 256 (the warp-specialised kernel,
-  // whole tiles only; stream-K stays at 128); two warpgroups, unless the caller says.
+  // whole tiles only; stream-K stays at 128); two warpgroups (wgmma_tile: 8 warps that decode
+  // and multiply; wgmma_stream: 16, the warp-specialised 64/128-token kernel, forced on every
+  // shape 12-14% faster at M = 64 by geomean, forty-ninth session), unless the caller says.
   const bool stream_k = p.items == LinearItems::wgmma_stream;
   if ((p.items == LinearItems::wgmma_tile || stream_k) && !(c && c->items == p.items)) {
     if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 || stream_k ? 16 : 32;
-    if (!o.warps) p.warps = 8;
+    if (!o.warps) p.warps = stream_k && p.n_tiles <= 16 ? 16 : 8;
   }
+  // 16 warps from a table entry of the warp-specialised stream-K kernel, with other items or
+  // n_tiles forced over it: the same two warpgroups as 8 warps.
+  if (p.warps == 16 && !o.warps && !(stream_k && p.n_tiles <= 16)) p.warps = 8;
   if (p.items == LinearItems::wgmma_tile || stream_k) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32, "linear: ", stream_k ? "wgmma_stream" : "wgmma_tile",
                  " items take n_tiles 8, 16 or 32, got ", p.n_tiles);
@@ -299,7 +304,9 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                  "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   }
-  KBIT_REQUIRE(p.warps == 4 || p.warps == 8, "linear: warps must be 4 or 8, got ", p.warps);
+  // 16 warps: the warp-specialised 64/128-token stream-K kernel (8 decode warps, 8 MMA warps).
+  KBIT_REQUIRE(p.warps == 4 || p.warps == 8 || (p.warps == 16 && stream_k && p.n_tiles <= 16),
+               "linear: warps must be 4 or 8 (16: wgmma_stream items with n_tiles 8 or 16), got ", p.warps);
   KBIT_REQUIRE(p.items != LinearItems::wgmma || p.n_tiles >= 4, "linear: wgmma items take n_tiles 4 or 8, got ",
                p.n_tiles);
   KBIT_REQUIRE(p.items != LinearItems::cta_shuffle || p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,

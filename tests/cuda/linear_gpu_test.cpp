@@ -151,6 +151,12 @@ std::vector<PathCase> tile_cases() {
         v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
                             (splits ? " splits=" + std::to_string(splits) : std::string(" stream-K"))});
       }
+  for (int nt : {8, 16}) {  // stream-K on the warp-specialised 64/128-token kernel (8 decode + 8 MMA warps)
+    LinearOptions f;
+    f.path = LinearPath::fused_mma;
+    f.n_tiles = nt, f.warps = 16, f.items = LinearItems::wgmma_stream;
+    v.push_back({f, "tile nt=" + std::to_string(nt) + " warps=16 stream-K"});
+  }
   v.push_back({tile256_options(), "tile nt=32"});  // the 256-token kernel: no splits asked for
   LinearOptions stream256 = tile256_options();
   stream256.items = LinearItems::wgmma_stream;
@@ -318,11 +324,11 @@ TEST(GpuLinear, Tile256Alone) {
 // Only the stream-K tile items (wgmma_stream), on shapes small enough for racecheck: 2 or 4
 // stripe groups of 16 supertiles each, so that every CTA takes one supertile of one tile
 // and each tile is summed from 16 pieces; 64 and 128 tokens (one partial token tile), one
-// and two warpgroups, every k.
+// and two warpgroups, and the warp-specialised kernel (16 warps), every k.
 TEST(GpuLinear, StreamKAlone) {
   KBIT_SKIP_WITHOUT_GPU();
   std::vector<PathCase> cases;
-  for (auto [n_tiles, warps] : {std::pair{8, 8}, {16, 4}}) {
+  for (auto [n_tiles, warps] : {std::pair{8, 8}, {16, 4}, {8, 16}, {16, 16}}) {
     LinearOptions f;
     f.path = LinearPath::fused_mma;
     f.n_tiles = n_tiles, f.warps = warps, f.items = LinearItems::wgmma_stream;
@@ -407,7 +413,8 @@ TEST(GpuLinear, BiasResidualPairStores) {
   stream256.items = LinearItems::wgmma_stream;
   shapes.push_back({stream256, "nt=32 wgmma_stream", max_m});
   for (LinearItems items : {LinearItems::wgmma_tile, LinearItems::wgmma_stream})
-    for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}}) {
+    for (auto [n_tiles, warps] : {std::pair{8, 4}, {8, 8}, {16, 4}, {16, 8}, {8, 16}, {16, 16}}) {
+      if (warps == 16 && items != LinearItems::wgmma_stream) continue;  // the warp-specialised kernel: stream-K only
       LinearOptions t = tile256_options();
       t.n_tiles = n_tiles, t.warps = warps, t.splits = 1, t.items = items;
       shapes.push_back({t, "nt=" + std::to_string(n_tiles) + " warps=" + std::to_string(warps) + " " +
@@ -461,7 +468,7 @@ TEST(GpuLinear, BiasResidualPairStores) {
 TEST(GpuLinear, BiasResidualAndStridedViews) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 264, k = 1000, m = 12;
-  LinearWorkspace ws({m, n, k, true});
+  LinearWorkspace ws({64, n, k, true});  // max_m > 16: wgmma_stream's partial tiles
   for (int bits : {2, 5})
     for (DType dt : {DType::f16, DType::bf16}) {
       const Quantized q = quantize_random(n, k, bits, 900 + bits);
@@ -476,7 +483,9 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
         Buffer xd = upload(x), rd = upload(r), bd = upload(b);
         for (LinearItems items :
              {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma,
-              LinearItems::cta_shuffle, LinearItems::wgmma_tile}) {
+              LinearItems::cta_shuffle, LinearItems::wgmma_tile, LinearItems::wgmma_stream}) {
+          // wgmma_stream: 16 warps, the warp-specialised kernel for the aligned x (TMA), the
+          // tile kernel's 8 for the unaligned one.
           Buffer yd = Buffer::allocate(Memory::device, size_t(m * (n + 4)) * 2);
           ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
           LinearOptions o;

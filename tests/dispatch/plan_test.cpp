@@ -110,14 +110,27 @@ TEST(LinearPlan, PathsByM) {
   tl.n_tiles = 4;
   EXPECT_THROW(plan_linear(64, 12288, 5120, 4, tl), Error);
   // wgmma_stream items (stream-K tiles): 64 or 128 tokens per tile unless asked for 256, two
-  // warpgroups, no splits.
+  // warpgroups on the warp-specialised kernel (16 warps: 8 decode) unless asked for 8 warps that
+  // decode and multiply alike, no splits. 16 warps are that kernel's only.
   LinearOptions sk;
   sk.path = LinearPath::fused_mma, sk.items = LinearItems::wgmma_stream;
   const LinearPlan psk = plan_linear(64, 12288, 5120, 4, sk);
   EXPECT_EQ(psk.items, LinearItems::wgmma_stream);
   EXPECT_EQ(psk.n_tiles, 8);
-  EXPECT_EQ(psk.warps, 8);
+  EXPECT_EQ(psk.warps, 16);
   EXPECT_EQ(psk.splits, 1);
+  EXPECT_EQ(plan_linear(100, 100, 96, 3, sk).warps, 16);  // untuned
+  for (int warps : {4, 8, 16}) {
+    LinearOptions w = sk;
+    w.warps = warps, w.n_tiles = 16;
+    EXPECT_EQ(plan_linear(100, 12288, 5120, 4, w).warps, warps);
+  }
+  LinearOptions tile16 = tl;
+  tile16.n_tiles = 8, tile16.warps = 16;  // 16 warps with whole tiles: no such kernel
+  EXPECT_THROW(plan_linear(64, 12288, 5120, 4, tile16), Error);
+  LinearOptions sk256w16 = sk;
+  sk256w16.n_tiles = 32, sk256w16.warps = 16;  // the 256-token kernel has 8 MMA warps
+  EXPECT_THROW(plan_linear(512, 12288, 5120, 4, sk256w16), Error);
   EXPECT_EQ(plan_linear(100, 12288, 5120, 4, sk).n_tiles, 16);
   EXPECT_NE(psk.describe().find("items=wgmma_stream"), std::string::npos);
   sk.splits = 3;  // ignored: stream-K cuts K itself

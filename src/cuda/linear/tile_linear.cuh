@@ -75,15 +75,15 @@
 // kernel (a pair of token tiles per cluster, each CTA decoding half the rows for both, the
 // peer's half by st.async): 1.2-1.5x slower at M = 512 and 4096, not kept
 // (bench/results/h200-ab-tile-pairs-*-session48.*, tile-pairs-cluster-st-async-dropped-session48.patch).
-// Since the forty-ninth session (H200, 2026-12-03) dense stream-K plans of 64 or 128 tokens and two
-// warpgroups run on tile_ws_small_kernel (the 256-token kernel's warp specialisation; below),
-// 2-5% faster on glm47's tuned M = 64 rows and 1-3% at M = 128, 12-14% / 4-7% by geomean forced on
-// every shape; the wgmma descriptors are one add per k16 step (1-2%). A 64 KB pair table with
-// one-prmt addresses (32 fewer imad per warp and supertile) gained nothing and was dropped
-// (bench/results/*session49*).
+// Forty-ninth session (H200, 2026-12-03): tile_ws_small_kernel (the 256-token kernel's warp
+// specialisation at 64 / 128 tokens; below), 2-5% faster on glm47's tuned M = 64 rows and 1-3% at
+// M = 128, 12-14% / 4-7% by geomean forced on every shape; the wgmma descriptors are one add per
+// k16 step (1-2%). A 64 KB pair table with one-prmt addresses (32 fewer imad per warp and
+// supertile) gained nothing and was dropped (bench/results/*session49*). Fiftieth session: that
+// kernel is the plan field warps = 16 of wgmma_stream items (8 keeps tile_linear_kernel), swept
+// by kbit tune: M = 64 and 128 re-tuned, 43 and 30 of 72 cases on it; dense M = 64 table 3.3% faster by
+// geomean than the forty-ninth session's (bench/results/*session50*).
 #pragma once
-
-#include <cstdlib>
 
 #include "../tensor_map.h"
 #include "tile_schedule.h"
@@ -776,25 +776,26 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
   }
 }
 
-// tile_ws_kernel for 64- and 128-token tiles (NT 8, 16): 8 decode warps (one stripe each, DW)
-// and the two MMA warpgroups (m64n64k16 / m64n128k16), 512 threads, 6 or 5 stages; the launcher
-// runs it for dense stream-K plans of two warpgroups (launch_tile), where the 64/128-token tile
-// kernel's warps decode and issue wgmma alike with a CTA barrier per supertile. H200,
-// 2026-12-03, A/B in one binary each (KBIT_TILE_WS_SMALL=0 / the variant), two rounds, tuned
-// plans: M = 64 glm47 q / o / shared_dn 2-5% faster at k = 3 and 4 (q k = 4 34.99 -> 34.21 us),
-// shared_gu k = 4 1% slower, Kimi latent k = 3 25.61 -> 23.58; M = 128 glm47 q / o / shared_dn
-// 1-3% faster (o k = 3 46.19 -> 44.81), shared_gu within 1%. Forced on every shape, Qwen3's 11-25%
-// (M = 64) and 7-13% (M = 128) faster than the tile kernel (bench/results/h200-ab-tile-ws-small-
-// session49.*). Its own template: the one source generalised over NT and DW spilled 8 bytes in
-// the 256-token instances (k = 2, 4; three arrangements tried), which sit at the 168-register cap.
-// Launched only for dense stream-K plans (launch_tile), so its grouped and split-tail branches,
-// kept from tile_ws_kernel, do not run, and DW = 8 makes kPer 1: left as they are until the
-// kernel changes on a GPU again (NOTES, forty-ninth session).
-template <int KB, typename T, int NT, int DW>
-__global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const __grid_constant__ TileArgs targs) {
-  static_assert((NT == 8 || NT == 16) && DW == 8, "64 or 128 tokens with 8 decode warps (256: tile_ws_kernel)");
+// tile_ws_kernel for 64- and 128-token tiles (NT 8, 16) with stream-K work only (plans
+// wgmma_stream, n_tiles 8 / 16, warps 16): 8 decode warps (warp w: stripe w of each tile) and two
+// MMA warpgroups (m64n64k16 / m64n128k16 over rows 64 mw .. + 63), 512 threads, 6 or 5 stages of
+// 16 KB of A + 8 / 16 KB of x. Dense only (no grouped mode, no split tail: each CTA runs its range
+// of the tiles' supertiles, reduce_ws_stream_k_pieces). Against the 64/128-token tile kernel with
+// 8 warps (whose warps decode and issue wgmma alike, a CTA barrier per supertile): H200,
+// 2026-12-03, A/B in one binary, two rounds, tuned plans: M = 64 glm47 q / o / shared_dn 2-5%
+// faster at k = 3 and 4 (q k = 4 34.99 -> 34.21 us), shared_gu k = 4 1% slower, Kimi latent k = 3
+// 25.61 -> 23.58; M = 128 glm47 q / o / shared_dn 1-3% faster, shared_gu within 1%. Forced on
+// every shape, Qwen3's 11-25% (M = 64) and 7-13% (M = 128) faster (bench/results/h200-ab-tile-ws-
+// small-session49.*). Without tile_ws_kernel's grouped and split-tail branches (fiftieth session,
+// A/B against the form with them, one call, two rounds, M = 64 / 128, k = 3, 4): Qwen3 1.3% /
+// 0.5% faster by geomean (up to 5%), glm47's large q / o / shared_dn ~1% slower (q M = 64 k = 4
+// 34.55 -> 34.93 us), geomean of 72 tuned rows 0.996 / 0.999. Its own template: one source
+// generalised over both spilled 8 bytes in the 256-token instances (k = 2, 4; three
+// arrangements tried), which sit at the 168-register cap.
+template <int KB, typename T, int NT>
+__global__ void __launch_bounds__(512, 1) tile_ws_small_kernel(const __grid_constant__ TileArgs targs) {
+  static_assert(NT == 8 || NT == 16, "64 or 128 tokens (256: tile_ws_kernel)");
   constexpr int kTokens = NT * 8, kStripes = 8, kStages = ws_stages<NT>();
-  constexpr int kPer = kStripes / DW;             // stripes per decode warp
   constexpr uint32_t kABytes = 128 * 128;       // a stage's A: 128 rows x 64 columns
   constexpr uint32_t kXBytes = kTokens * 128;   // a stage's x: the tokens x 64 columns
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
@@ -802,7 +803,7 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
   const FusedArgs& args = targs.f;
   extern __shared__ __align__(16) uint8_t tile_smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  const int wl = warp % 4, mw = warp / 4 - DW / 4;  // mw: the MMA warpgroup (rows 64 mw .. + 63)
+  const int wl = warp % 4, mw = warp / 4 - 2;  // mw: the MMA warpgroup of warps 8..15
   const uint32_t smem_base = (uint32_t(__cvta_generic_to_shared(tile_smem)) + 1023u) & ~1023u;
   const uint32_t a_ring = smem_base, x_ring = smem_base + kStages * kABytes;
   const uint32_t full_bars = x_ring + kStages * kXBytes, empty_bars = full_bars + 8 * kStages;
@@ -813,88 +814,57 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
   __shared__ uint32_t cb16[32];
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(full_bars + 8 * s, DW + 1);  // the decode warps + the TMA's arrive.expect_tx
-      mbarrier_init(empty_bars + 8 * s, 8);  // the 8 MMA warps
+      mbarrier_init(full_bars + 8 * s, kStripes + 1);  // the decode warps + the TMA's arrive.expect_tx
+      mbarrier_init(empty_bars + 8 * s, 8);            // the 8 MMA warps
     }
     mbarrier_init_fence();
   }
   if constexpr (KB >= 3) fill_pair_table<KB>(lut, args.codebook16, cb16);
   __syncthreads();
   const int units = (args.stripes + kStripes - 1) / kStripes;  // tile = token tile * units + unit
-  // Grouped (expert_linear): the token tiles come from the table (launch_grouped_tile_table,
-  // the kernel just before this one), no tail splits; the host's work is a bound.
-  const int4* grouped = args.grouped_tiles;
-  if (grouped) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  const int work = grouped ? min(targs.ws.work(), grouped[0].x * units) : targs.ws.work();
-  // Stream-K (wgmma_stream items, dense only): this CTA's range of the tiles' supertiles.
+  // This CTA's range of the tiles' supertiles.
   const StreamKSchedule& sk = targs.sk;
-  const bool stream_k = sk.on() && !grouped;
-  const int range_begin = stream_k ? int(sk.begin(blockIdx.x)) : int(blockIdx.x);
-  const int stop = stream_k ? int(sk.begin(int64_t(blockIdx.x) + 1)) : work;
+  const int range_begin = int(sk.begin(blockIdx.x)), stop = int(sk.begin(int64_t(blockIdx.x) + 1));
 
-  if (warp < DW) {  // decode warps: stripes warp + DW i of each tile
+  if (warp < kStripes) {  // decode warps: stripe `warp` of each tile
     LevelPools<KB> pools{};
     if constexpr (KB == 2) pools = level_pools<KB>(args.codebook16);
     const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
-    const int a_row = 16 * warp + tile_a_row(g);  // stripe q's rows start at A row 16 q
+    const int a_row = 16 * warp + tile_a_row(g);  // stripe w's rows start at A row 16 w
     uint32_t it = 0;
     for (int cursor = range_begin; cursor < stop;) {
-      const WsUnit wu = ws_next_unit(targs, stream_k, stop, cursor);
-      const int unit = wu.tile % units, nst = wu.st_count;
-      int m0, m_end;
-      int64_t w_stripe0;
-      token_tile_rows(args, grouped, wu.tile / units, kTokens, 0, m0, m_end, w_stripe0);
+      const WsUnit wu = ws_next_unit(targs, true, stop, cursor);
+      const int unit = wu.tile % units, nst = wu.st_count, m0 = wu.tile / units * kTokens;
       const int st_last = nst - 1;
-      const uint2* wb[kPer];
-      const uint2* sbs[kPer];
+      const int64_t off = int64_t(min(unit * kStripes + warp, args.stripes - 1)) * args.supertiles + wu.st_begin;
+      const uint2* const wb = args.words + off * KB * 32 + lane;
+      const uint2* const sb = args.scales + off * 8 + g;
+      StageT sts[D];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int q = min(unit * kStripes + warp + DW * i, args.stripes - 1);
-        const int64_t off = (w_stripe0 + q) * args.supertiles + wu.st_begin;
-        wb[i] = args.words + off * KB * 32 + lane;
-        sbs[i] = args.scales + off * 8 + g;
-      }
-      StageT sts[kPer][D];
+      for (int d = 0; d < D; ++d) load_weight_stage<KB>(sts[d], wb, sb, d, st_last);
+      // A stage's decoded rows, [block jb][row g, row g + 8], decoded one stage ahead: between
+      // the stores of stage s and its proxy fence the warp decodes stage s + 1, so that the
+      // fence finds the stores done (ncu: ~6% of the 256-token kernel's decode warps' samples
+      // sat on the fence when it followed the stores at once).
+      uint4 v[4];
+      auto decode_stage = [&](const StageT& cs, int h) {
+        uint32_t w[2 * KB];
 #pragma unroll
-      for (int d = 0; d < D; ++d)
+        for (int u = 0; u < KB; ++u) w[2 * u] = cs.w[u].x, w[2 * u + 1] = cs.w[u].y;
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) load_weight_stage<KB>(sts[i][d], wb[i], sbs[i], d, st_last);
-      // A stage's decoded rows, [which stripe][block jb][row g, row g + 8], decoded one stage
-      // ahead: between the stores of stage s and its proxy fence the warp decodes stage s + 1,
-      // so that the fence finds the stores done (ncu: ~6% of the decode warps' samples sat on
-      // the fence when it followed the stores at once).
-      uint4 v[4 * kPer];
-      auto decode_stage = [&](const StageT (&cst)[kPer], int h) {
-#pragma unroll
-        for (int which = 0; which < kPer; ++which) {
-          const StageT& cs = cst[which];
-          uint32_t w[2 * KB];
-#pragma unroll
-          for (int u = 0; u < KB; ++u) w[2 * u] = cs.w[u].x, w[2 * u + 1] = cs.w[u].y;
-#pragma unroll
-          for (int jb = 0; jb < 2; ++jb)
-            decode_scaled_block<KB, T, TileDecode::table>(w, cs.scales, 2 * h + jb, lut_lane, pools, 0u,
-                                             v[which * 4 + jb * 2], v[which * 4 + jb * 2 + 1]);
-        }
+        for (int jb = 0; jb < 2; ++jb)
+          decode_scaled_block<KB, T, TileDecode::table>(w, cs.scales, 2 * h + jb, lut_lane, pools, 0u, v[jb * 2],
+                                                        v[jb * 2 + 1]);
       };
-      {
-        StageT first[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) first[i] = sts[i][0];
-        decode_stage(first, 0);  // the item's first stage
-      }
+      decode_stage(sts[0], 0);  // the segment's first stage
       asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x: after the previous kernel
-      for (int sb = 0; sb < nst; sb += D) {
+      for (int sb0 = 0; sb0 < nst; sb0 += D) {
 #pragma unroll
         for (int d = 0; d < D; ++d) {
-          const int st = sb + d;  // of the unit's supertiles
+          const int st = sb0 + d;  // of the segment's supertiles
           if (st >= nst) break;
-          StageT cur[kPer];
-#pragma unroll
-          for (int i = 0; i < kPer; ++i) {
-            cur[i] = sts[i][d];
-            load_weight_stage<KB>(sts[i][d], wb[i], sbs[i], st + D, st_last);
-          }
+          const StageT cur = sts[d];
+          load_weight_stage<KB>(sts[d], wb, sb, st + D, st_last);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // one stage per 64 columns
             const uint32_t stage = it % kStages;
@@ -906,22 +876,16 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
             }
             const uint32_t a_st = a_ring + stage * kABytes;
 #pragma unroll
-            for (int which = 0; which < kPer; ++which)
-#pragma unroll
-              for (int jb = 0; jb < 2; ++jb) {
-                const int row = a_row + 16 * DW * which;
-                sts128(a_st + sw128_offset(row, 4 * jb + c), v[which * 4 + jb * 2]);
-                sts128(a_st + sw128_offset(row + 8, 4 * jb + c), v[which * 4 + jb * 2 + 1]);
-              }
+            for (int jb = 0; jb < 2; ++jb) {
+              sts128(a_st + sw128_offset(a_row, 4 * jb + c), v[jb * 2]);
+              sts128(a_st + sw128_offset(a_row + 8, 4 * jb + c), v[jb * 2 + 1]);
+            }
             // The next stage: this supertile's second half, or the next supertile's first
-            // (sts[i][(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
+            // (sts[(d + 1) % D] holds supertile st + 1: not refilled yet, or refilled with it).
             if (h == 0) {
               decode_stage(cur, 1);
             } else if (st + 1 < nst) {
-              StageT nxt[kPer];
-#pragma unroll
-              for (int i = 0; i < kPer; ++i) nxt[i] = sts[i][(d + 1) % D];
-              decode_stage(nxt, 0);
+              decode_stage(sts[(d + 1) % D], 0);
             }
             fence_proxy_async_shared();  // the decoded rows, for the tensor cores' reads
             __syncwarp();
@@ -938,11 +902,8 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
     uint32_t it = 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");  // residual, y: after the previous kernel
     for (int cursor = range_begin; cursor < stop;) {
-      const WsUnit wu = ws_next_unit(targs, stream_k, stop, cursor);
-      const int unit = wu.tile % units;
-      int m0, m_end;
-      int64_t w_stripe0;
-      token_tile_rows(args, grouped, wu.tile / units, kTokens, 0, m0, m_end, w_stripe0);
+      const WsUnit wu = ws_next_unit(targs, true, stop, cursor);
+      const int unit = wu.tile % units, m0 = wu.tile / units * kTokens;
       int stripe = unit * kStripes + 4 * mw + wl;
       const bool stores = stripe < args.stripes;
       stripe = min(stripe, args.stripes - 1);
@@ -972,25 +933,17 @@ __global__ void __launch_bounds__(DW * 32 + 256, 1) tile_ws_small_kernel(const _
       wgmma_wait_ss<0, NT>(acc);
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
-      const int w8 = 4 * mw + wl;  // this warp's 16 rows of the tile
-      if (wu.split >= 0 && stores) {  // a tail unit: only the last of the tile's units goes on
-        const int tail_tile = wu.tile - targs.ws.full_items;
-        if (!reduce_tail_partials<NT>(args, acc, tail_tile * targs.ws.tail_splits, wu.split, targs.ws.tail_splits,
-                                      args.counters + tail_tile * 8 + w8, w8))
-          continue;
-      }
-      // A stream-K segment short of the whole K: only the tile's last segment to arrive goes
-      // on (reduce_stream_k_partials' layout, in 32-bit arithmetic).
-      if (stream_k && stores && wu.st_count < args.supertiles) {
+      // A segment short of the whole K: only the tile's last segment to arrive goes on.
+      if (stores && wu.st_count < args.supertiles) {
         // Slot 2b for CTA b's first segment (the one its range starts with, so the stages run
         // so far are its own: no register kept for the range's start), 2b + 1 for its last.
         const int own_slot = 2 * int(blockIdx.x) + (it == 2u * uint32_t(wu.st_count) ? 0 : 1);
-        if (!reduce_ws_stream_k_pieces<NT>(args, sk, acc, own_slot, wu.tile, w8)) continue;
+        if (!reduce_ws_stream_k_pieces<NT>(args, sk, acc, own_slot, wu.tile, 4 * mw + wl)) continue;
       }
-      if (stores && pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past m_end: skipped)
-        store_full_tile<T, NT, true>(args, acc, stripe, m0, m_end, ts);
+      if (stores && pair_stores && stripe * 16 + 16 <= args.N) {  // warp-uniform (tokens past M: skipped)
+        store_full_tile<T, NT, true>(args, acc, stripe, m0, args.M, ts);
       } else if (stores) {
-        finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, m_end, ts);
+        finish_item<T, NT, true, false>(args, acc, stripe, 0, m0, args.M, ts);
       }
     }
   }
@@ -1019,19 +972,24 @@ auto with_tile_instance(FusedShape s, DType t, F&& f) {
   return typed.template operator()<__nv_bfloat16>();
 }
 
-template <int KB, typename T, int NT = 32, int DW = 4>
+template <int KB, typename T, int NT = 32>
 cudaError_t configure_tile_ws_instance() {
   static const cudaError_t configured = [] {
     if constexpr (NT == 32) {
       return cudaFuncSetAttribute(tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(tile_ws_smem_bytes<KB>()));
     } else {
-      return cudaFuncSetAttribute(tile_ws_small_kernel<KB, T, NT, DW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      return cudaFuncSetAttribute(tile_ws_small_kernel<KB, T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(tile_ws_smem_bytes<KB, NT>()));
     }
   }();
   return configured;
 }
+
+// Threads of the warp-specialised kernels: 256 tokens 4 decode warps + 8 MMA warps, 64 / 128
+// tokens 8 + 8.
+template <int NT>
+constexpr int ws_threads() { return NT == 32 ? 384 : 512; }
 
 template <typename F>
 auto with_dtype(DType t, F&& f) {
@@ -1045,6 +1003,14 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
   FusedArgs a = a_in;
   KBIT_REQUIRE(s.items != FusedItems::wgmma_stream || s.n_tiles == 8 || s.n_tiles == 16 || s.n_tiles == 32,
                "fused linear: wgmma_stream items take n_tiles 8, 16 or 32, got ", s.n_tiles);
+  // Stream-K 64/128-token tiles of 16 warps (8 decode, 8 MMA) run on tile_ws_small_kernel; it reads
+  // x by TMA, so an unaligned x takes the tile kernel's 8 warps instead (decode and MMA alike).
+  KBIT_REQUIRE(s.warps != 16 || (s.items == FusedItems::wgmma_stream && (s.n_tiles == 8 || s.n_tiles == 16) &&
+                                 a.expert_offsets == nullptr),
+               "fused linear: 16 warps are the warp-specialised wgmma_stream kernel (n_tiles 8 or 16, dense), got n_tiles ",
+               s.n_tiles);
+  if (s.warps == 16 && !a.x_vec) s.warps = 8;
+  const bool ws_small = s.warps == 16;
   if (s.n_tiles == 32 && !a.x_vec) {  // TMA needs 16-byte aligned x: the 128-token kernel instead
     s.n_tiles = 16, s.warps = 8;
     a.tiles = (a.M + 127) / 128;
@@ -1067,15 +1033,7 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
   } else {
     a.grouped_tiles = nullptr;
   }
-  // Dense 64/128-token stream-K tiles of two warpgroups run on the warp-specialised kernel with 8
-  // decode warps (tile_ws_small_kernel; KBIT_TILE_WS_SMALL=0 keeps them on tile_linear_kernel, for A/B).
-  static const bool ws_small_on = [] {
-    const char* e = std::getenv("KBIT_TILE_WS_SMALL");
-    return !(e && e[0] == '0');
-  }();
-  const bool ws_small = ws_small_on && (s.n_tiles == 8 || s.n_tiles == 16) && s.warps == 8 &&
-                        s.items == FusedItems::wgmma_stream && !grouped && a.x_vec && a.splits == 1;
-  auto launch_ws = [&]<int NT, int DW>() {
+  auto launch_ws = [&]<int NT>() {
     constexpr int kTok = NT * 8;
     KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
                  kbit::cuda::device_description());
@@ -1084,7 +1042,7 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     // Partial tiles of 128 rows x kTok tokens: 256 / kTok of them in one of the workspace's slots.
     const int64_t partial_slots = a.tile_partial_slots * (256 / kTok);
     with_dtype(t, [&]<typename T>() {
-      check_cuda(configure_tile_ws_instance<KB, T, NT, DW>(), "fused linear: setting the tile kernel's shared memory size");
+      check_cuda(configure_tile_ws_instance<KB, T, NT>(), "fused linear: setting the tile kernel's shared memory size");
       const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
       KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
       TileArgs ta{};
@@ -1109,23 +1067,24 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
       ta.x_tma = true;
       ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, kTok, 64, true, "fused linear (tile)", "x");
       if constexpr (NT == 32) {
-        launch_maybe_pdl(tile_ws_kernel<KB, T>, grid, dim3(384), tile_ws_smem_bytes<KB>(), stream, a.pdl,
+        launch_maybe_pdl(tile_ws_kernel<KB, T>, grid, dim3(ws_threads<NT>()), tile_ws_smem_bytes<KB>(), stream, a.pdl,
                          "fused linear: tile kernel launch", ta);
       } else {
-        launch_maybe_pdl(tile_ws_small_kernel<KB, T, NT, DW>, grid, dim3(DW * 32 + 256), tile_ws_smem_bytes<KB, NT>(),
+        KBIT_REQUIRE(s.items == FusedItems::wgmma_stream, "fused linear: 16-warp tiles take wgmma_stream items");
+        launch_maybe_pdl(tile_ws_small_kernel<KB, T, NT>, grid, dim3(ws_threads<NT>()), tile_ws_smem_bytes<KB, NT>(),
                          stream, a.pdl, "fused linear: tile kernel launch", ta);
       }
     });
   };
   if (s.n_tiles == 32) {
-    launch_ws.template operator()<32, 4>();
+    launch_ws.template operator()<32>();
     return;
   }
   if (ws_small) {
     if (s.n_tiles == 8) {
-      launch_ws.template operator()<8, 8>();
+      launch_ws.template operator()<8>();
     } else {
-      launch_ws.template operator()<16, 8>();
+      launch_ws.template operator()<16>();
     }
     return;
   }
@@ -1160,15 +1119,22 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
 
 template <int KB>
 int tile_occupancy(FusedShape s, DType t) {
-  if (s.n_tiles == 32) {
+  // The warp-specialised kernels: 256 tokens, or 64 / 128 tokens with 16 warps.
+  auto ws_occupancy = [&]<int NT>() {
     return with_dtype(t, [&]<typename T>() {
-      check_cuda(configure_tile_ws_instance<KB, T>(), "fused linear: setting the tile kernel's shared memory size");
+      check_cuda(configure_tile_ws_instance<KB, T, NT>(), "fused linear: setting the tile kernel's shared memory size");
       int blocks = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tile_ws_kernel<KB, T>, 384, tile_ws_smem_bytes<KB>()),
+      auto kernel = [] {
+        if constexpr (NT == 32) return tile_ws_kernel<KB, T>;
+        else return tile_ws_small_kernel<KB, T, NT>;
+      }();
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, ws_threads<NT>(), tile_ws_smem_bytes<KB, NT>()),
                  "fused linear: occupancy (tile)");
       return blocks;
     });
-  }
+  };
+  if (s.n_tiles == 32) return ws_occupancy.template operator()<32>();
+  if (s.warps == 16) return s.n_tiles == 8 ? ws_occupancy.template operator()<8>() : ws_occupancy.template operator()<16>();
   return with_tile_instance(s, t, [&]<typename T, int NT, int WARPS>() {
     check_cuda(configure_tile_instance<KB, T, NT, WARPS>(), "fused linear: setting the tile kernel's shared memory size");
     int blocks = 0;
