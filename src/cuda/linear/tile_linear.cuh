@@ -573,20 +573,59 @@ constexpr int ws_stages() { return NT == 32 ? 4 : NT == 16 ? 5 : 6; }
 constexpr int kWsStages = ws_stages<32>();
 // The ring, its barriers, k >= 3's pair table (the fused kernel's PairLut: 32 KB) and 1 KB
 // to align the swizzle atoms to 1024 bytes.
+constexpr uint32_t kWsABytes = 128 * 128;  // a stage's A: 128 rows x 64 columns
+template <int NT>
+constexpr uint32_t ws_x_bytes() { return NT * 8 * 128; }  // a stage's x: the tokens x 64 columns
 template <int KB, int NT = 32>
 constexpr size_t tile_ws_smem_bytes() {
-  return size_t(ws_stages<NT>()) * (128 * 128 + NT * 8 * 128) + 16 * ws_stages<NT>() +
+  return size_t(ws_stages<NT>()) * (kWsABytes + ws_x_bytes<NT>()) + 16 * ws_stages<NT>() +
          (KB >= 3 ? PairLut<KB>::words * 4 : 0) + 1024;
 }
 static_assert(tile_ws_smem_bytes<4>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 static_assert(tile_ws_smem_bytes<4, 8>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 static_assert(tile_ws_smem_bytes<4, 16>() <= 227 * 1024, "the warp-specialised tile kernel fits an H100/H200 SM");
 
+// An MMA warpgroup's share of one segment (stage_count stages) in the warp-specialised kernels:
+// per stage wait until it is full, issue its four wgmma over 64 columns, and hand the stage
+// before it back once that stage's group is done (one group in flight); the last stage goes
+// back after the final wait. `it` counts stages over the CTA's whole range (the ring's slot
+// and phase); acc starts at zero.
+template <typename T, int NT, int kStages>
+__device__ __forceinline__ void ws_mma_segment(float (&acc)[NT][4], int stage_count, uint32_t a_ring, uint32_t a_rows,
+                                               uint32_t x_ring, uint32_t full_bars, uint32_t empty_bars, uint32_t& it,
+                                               int lane) {
+  constexpr uint32_t kABytes = kWsABytes, kXBytes = ws_x_bytes<NT>();
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+  const uint32_t segment_first = it;
+  for (int s = 0; s < stage_count; ++s) {
+    const uint32_t stage = it % kStages;
+    mbarrier_wait(full_bars + 8 * stage, (it / kStages) & 1);
+    const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
+    wgmma_fence();
+    const uint32_t a_lo = wgmma_desc_sw128_lo(a_st), x_lo = wgmma_desc_sw128_lo(x_st);
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      wgmma_ss<T, NT>(acc, wgmma_desc_sw128_from_lo(a_lo + uint32_t(q) * 2), wgmma_desc_sw128_from_lo(x_lo + uint32_t(q) * 2));
+    wgmma_commit();
+    wgmma_wait_ss<1, NT>(acc);
+    if (it != segment_first) {  // the previous stage's group is done: hand the stage back
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
+    }
+    ++it;
+  }
+  wgmma_wait_ss<0, NT>(acc);
+  __syncwarp();
+  if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
+}
+
 template <int KB, typename T>
 __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__ TileArgs targs) {
   constexpr int NT = 32, kTokens = 256, kStripes = 8;
-  constexpr uint32_t kABytes = 128 * 128;       // a stage's A: 128 rows x 64 columns
-  constexpr uint32_t kXBytes = kTokens * 128;   // a stage's x: 256 tokens x 64 columns
+  constexpr uint32_t kABytes = kWsABytes, kXBytes = ws_x_bytes<NT>();
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
   using StageT = Stage<KB>;
   const FusedArgs& args = targs.f;
@@ -727,31 +766,7 @@ __global__ void __launch_bounds__(384, 1) tile_ws_kernel(const __grid_constant__
       const bool stores = stripe < args.stripes;
       stripe = min(stripe, args.stripes - 1);
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
-      const uint32_t first = it;
-      for (int half = 0; half < 2 * wu.st_count; ++half) {
-        const uint32_t stage = it % kWsStages;
-        mbarrier_wait(full_bars + 8 * stage, (it / kWsStages) & 1);
-        const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
-        wgmma_fence();
-        const uint32_t a_lo = wgmma_desc_sw128_lo(a_st), x_lo = wgmma_desc_sw128_lo(x_st);
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          wgmma_ss<T, NT>(acc, wgmma_desc_sw128_from_lo(a_lo + uint32_t(q) * 2), wgmma_desc_sw128_from_lo(x_lo + uint32_t(q) * 2));
-        wgmma_commit();
-        wgmma_wait_ss<1, NT>(acc);
-        if (it != first) {  // the previous stage's group is done: hand the stage back
-          __syncwarp();
-          if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
-        }
-        ++it;
-      }
-      wgmma_wait_ss<0, NT>(acc);
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kWsStages));
+      ws_mma_segment<T, NT, kWsStages>(acc, 2 * wu.st_count, a_ring, a_rows, x_ring, full_bars, empty_bars, it, lane);
       const int w8 = 4 * (wg - 1) + wl;  // this warp's 16 rows of the tile
       if (wu.split >= 0 && stores) {  // a tail unit: only the last of the tile's units goes on
         const int tail_tile = wu.tile - targs.ws.full_items;
@@ -796,8 +811,7 @@ template <int KB, typename T, int NT>
 __global__ void __launch_bounds__(512, 1) tile_ws_small_kernel(const __grid_constant__ TileArgs targs) {
   static_assert(NT == 8 || NT == 16, "64 or 128 tokens (256: tile_ws_kernel)");
   constexpr int kTokens = NT * 8, kStripes = 8, kStages = ws_stages<NT>();
-  constexpr uint32_t kABytes = 128 * 128;       // a stage's A: 128 rows x 64 columns
-  constexpr uint32_t kXBytes = kTokens * 128;   // a stage's x: the tokens x 64 columns
+  constexpr uint32_t kABytes = kWsABytes, kXBytes = ws_x_bytes<NT>();
   constexpr int D = KB == 2 ? 4 : (KB == 3 ? 3 : 2);
   using StageT = Stage<KB>;
   const FusedArgs& args = targs.f;
@@ -908,31 +922,7 @@ __global__ void __launch_bounds__(512, 1) tile_ws_small_kernel(const __grid_cons
       const bool stores = stripe < args.stripes;
       stripe = min(stripe, args.stripes - 1);
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
-      const uint32_t first = it;
-      for (int half = 0; half < 2 * wu.st_count; ++half) {
-        const uint32_t stage = it % kStages;
-        mbarrier_wait(full_bars + 8 * stage, (it / kStages) & 1);
-        const uint32_t a_st = a_ring + stage * kABytes + a_rows, x_st = x_ring + stage * kXBytes;
-        wgmma_fence();
-        const uint32_t a_lo = wgmma_desc_sw128_lo(a_st), x_lo = wgmma_desc_sw128_lo(x_st);
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          wgmma_ss<T, NT>(acc, wgmma_desc_sw128_from_lo(a_lo + uint32_t(q) * 2), wgmma_desc_sw128_from_lo(x_lo + uint32_t(q) * 2));
-        wgmma_commit();
-        wgmma_wait_ss<1, NT>(acc);
-        if (it != first) {  // the previous stage's group is done: hand the stage back
-          __syncwarp();
-          if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
-        }
-        ++it;
-      }
-      wgmma_wait_ss<0, NT>(acc);
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(empty_bars + 8 * ((it - 1) % kStages));
+      ws_mma_segment<T, NT, kStages>(acc, 2 * wu.st_count, a_ring, a_rows, x_ring, full_bars, empty_bars, it, lane);
       // A segment short of the whole K: only the tile's last segment to arrive goes on.
       if (stores && wu.st_count < args.supertiles) {
         // Slot 2b for CTA b's first segment (the one its range starts with, so the stages run
@@ -972,24 +962,24 @@ auto with_tile_instance(FusedShape s, DType t, F&& f) {
   return typed.template operator()<__nv_bfloat16>();
 }
 
-template <int KB, typename T, int NT = 32>
-cudaError_t configure_tile_ws_instance() {
-  static const cudaError_t configured = [] {
-    if constexpr (NT == 32) {
-      return cudaFuncSetAttribute(tile_ws_kernel<KB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(tile_ws_smem_bytes<KB>()));
-    } else {
-      return cudaFuncSetAttribute(tile_ws_small_kernel<KB, T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(tile_ws_smem_bytes<KB, NT>()));
-    }
-  }();
-  return configured;
+// The warp-specialised kernel for NT token tiles: tile_ws_kernel at 256 tokens (4 decode warps
+// + 8 MMA warps, 384 threads), tile_ws_small_kernel at 64 / 128 (8 + 8, 512 threads; stream-K
+// plans of 16 warps only). The one place that maps NT to a kernel: configure, occupancy and
+// launch all take it from here.
+template <int KB, typename T, int NT>
+constexpr auto ws_kernel() {
+  if constexpr (NT == 32) return tile_ws_kernel<KB, T>;
+  else return tile_ws_small_kernel<KB, T, NT>;
 }
-
-// Threads of the warp-specialised kernels: 256 tokens 4 decode warps + 8 MMA warps, 64 / 128
-// tokens 8 + 8.
 template <int NT>
 constexpr int ws_threads() { return NT == 32 ? 384 : 512; }
+
+template <int KB, typename T, int NT>
+cudaError_t configure_tile_ws_instance() {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      ws_kernel<KB, T, NT>(), cudaFuncAttributeMaxDynamicSharedMemorySize, int(tile_ws_smem_bytes<KB, NT>()));
+  return configured;
+}
 
 template <typename F>
 auto with_dtype(DType t, F&& f) {
@@ -1033,6 +1023,8 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
   } else {
     a.grouped_tiles = nullptr;
   }
+  // The warp-specialised kernels read x by TMA (launch_tile maps an unaligned x to the tile kernel
+  // above). 256 tokens: whole tiles with a split tail, or stream-K; 64 / 128 tokens: stream-K only.
   auto launch_ws = [&]<int NT>() {
     constexpr int kTok = NT * 8;
     KBIT_REQUIRE(device_has_wgmma(), "fused linear: wgmma_tile items need an sm_90 GPU (Hopper), this is ",
@@ -1041,39 +1033,34 @@ void launch_tile(const FusedArgs& a_in, FusedShape s, DType t, cudaStream_t stre
     KBIT_REQUIRE(a.tiles == (a.M + kTok - 1) / kTok, "fused linear: token tiles do not match n_tiles");
     // Partial tiles of 128 rows x kTok tokens: 256 / kTok of them in one of the workspace's slots.
     const int64_t partial_slots = a.tile_partial_slots * (256 / kTok);
+    const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
+    KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
+    TileArgs ta{};
+    dim3 grid;
+    // 64 / 128-token tiles are stream-K only: launch_tile's check made their items wgmma_stream.
+    if (NT != 32 || s.items == FusedItems::wgmma_stream) {  // stream-K: the tiles' supertiles evenly over the CTAs
+      KBIT_REQUIRE(!grouped, "fused linear: wgmma_stream items have no grouped mode");
+      // Two partial tiles per CTA: a workspace made for M <= 64 (one slot per SM) runs half the CTAs.
+      KBIT_REQUIRE(a.tile_partials && partial_slots >= 2,
+                   "fused linear: wgmma_stream items need partial tiles, the workspace has none (create it with "
+                   "max_m > 16 on Hopper)");
+      ta.sk = stream_k_schedule(items, std::min<int64_t>(a.max_ctas, partial_slots / 2), a.supertiles);
+      KBIT_REQUIRE(ta.sk.work < (int64_t(1) << 31), "fused linear: too much stream-K work (", ta.sk.work, " supertiles)");
+      KBIT_REQUIRE(a.counters && items * 8 <= a.counter_count, "fused linear: wgmma_stream items need ", items * 8,
+                   " counters, the workspace has ", a.counter_count);
+      grid = dim3(unsigned(ta.sk.ctas));
+    } else if constexpr (NT == 32) {  // whole tiles, a part-empty last wave split along K
+      const bool split_tail = a.tile_partials && !grouped;
+      ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? partial_slots : 0);
+      grid = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
+    }
+    ta.f = a;
+    ta.x_tma = true;
+    ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, kTok, 64, true, "fused linear (tile)", "x");
     with_dtype(t, [&]<typename T>() {
       check_cuda(configure_tile_ws_instance<KB, T, NT>(), "fused linear: setting the tile kernel's shared memory size");
-      const int64_t items = (int64_t(a.stripes) + 7) / 8 * tiles_bound;
-      KBIT_REQUIRE(items < (int64_t(1) << 29), "fused linear: too many work items");
-      TileArgs ta{};
-      dim3 grid;
-      if (s.items == FusedItems::wgmma_stream) {  // stream-K: the tiles' supertiles evenly over the CTAs
-        KBIT_REQUIRE(!grouped, "fused linear: wgmma_stream items have no grouped mode");
-        // Two partial tiles per CTA: a workspace made for M <= 64 (one slot per SM) runs half the CTAs.
-        KBIT_REQUIRE(a.tile_partials && partial_slots >= 2,
-                     "fused linear: wgmma_stream items need partial tiles, the workspace has none (create it with "
-                     "max_m > 16 on Hopper)");
-        ta.sk = stream_k_schedule(items, std::min<int64_t>(a.max_ctas, partial_slots / 2), a.supertiles);
-        KBIT_REQUIRE(ta.sk.work < (int64_t(1) << 31), "fused linear: too much stream-K work (", ta.sk.work, " supertiles)");
-        KBIT_REQUIRE(a.counters && items * 8 <= a.counter_count, "fused linear: wgmma_stream items need ", items * 8,
-                     " counters, the workspace has ", a.counter_count);
-        grid = dim3(unsigned(ta.sk.ctas));
-      } else {
-        const bool split_tail = a.tile_partials && !grouped;
-        ta.ws = ws_schedule(items, a.max_ctas, a.supertiles, split_tail ? partial_slots : 0);
-        grid = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(ta.ws.work(), a.max_ctas))));
-      }
-      ta.f = a;
-      ta.x_tma = true;
-      ta.x_map = tensor_map_2d(a.x, a.M, a.K, a.ldx, kTok, 64, true, "fused linear (tile)", "x");
-      if constexpr (NT == 32) {
-        launch_maybe_pdl(tile_ws_kernel<KB, T>, grid, dim3(ws_threads<NT>()), tile_ws_smem_bytes<KB>(), stream, a.pdl,
-                         "fused linear: tile kernel launch", ta);
-      } else {
-        KBIT_REQUIRE(s.items == FusedItems::wgmma_stream, "fused linear: 16-warp tiles take wgmma_stream items");
-        launch_maybe_pdl(tile_ws_small_kernel<KB, T, NT>, grid, dim3(ws_threads<NT>()), tile_ws_smem_bytes<KB, NT>(),
-                         stream, a.pdl, "fused linear: tile kernel launch", ta);
-      }
+      launch_maybe_pdl(ws_kernel<KB, T, NT>(), grid, dim3(ws_threads<NT>()), tile_ws_smem_bytes<KB, NT>(), stream, a.pdl,
+                       "fused linear: tile kernel launch", ta);
     });
   };
   if (s.n_tiles == 32) {
@@ -1124,11 +1111,8 @@ int tile_occupancy(FusedShape s, DType t) {
     return with_dtype(t, [&]<typename T>() {
       check_cuda(configure_tile_ws_instance<KB, T, NT>(), "fused linear: setting the tile kernel's shared memory size");
       int blocks = 0;
-      auto kernel = [] {
-        if constexpr (NT == 32) return tile_ws_kernel<KB, T>;
-        else return tile_ws_small_kernel<KB, T, NT>;
-      }();
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, ws_threads<NT>(), tile_ws_smem_bytes<KB, NT>()),
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, ws_kernel<KB, T, NT>(), ws_threads<NT>(),
+                                                               tile_ws_smem_bytes<KB, NT>()),
                  "fused linear: occupancy (tile)");
       return blocks;
     });
