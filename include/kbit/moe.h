@@ -91,13 +91,20 @@ void swiglu(const TensorView& gate_up, const MutableTensorView& h, cudaStream_t 
 
 }  // namespace cuda
 
+// ExpertLinearOptions::tile_rows: tiles sized per expert (1 row for experts with one, 2 for
+// two, 4 for three or more), so that no expert is read twice for a few rows and none runs
+// a tile larger than it needs.
+inline constexpr int kTileRowsByExpert = -1;
+
 struct ExpertLinearOptions {
   // automatic: the grouped GEMV for decode-sized inputs (at most kGroupedGemvMaxRows rows,
   // when its bounds fit the workspace and shared memory), the fused kernel otherwise, and
   // on Hopper the tile kernels (wgmma_tile items) for prefill-sized experts;
   // gemv or fused_mma force one (gemv fails clearly when it does not fit).
   LinearPath path = LinearPath::automatic;
-  int tile_rows = 0;           // grouped GEMV: rows per tile, 1, 2 or 4 (0: from the rows per expert)
+  // Grouped GEMV: rows per tile, 1, 2 or 4, or kTileRowsByExpert (each expert's rows in tiles
+  // of 1, 2 or 4 by its row count); 0: from the rows per expert.
+  int tile_rows = 0;
   // Fused and tile kernel overrides (0: from the rows per expert): n_tiles 1, 2, 4 or 8
   // (wgmma_tile 8, 16 or 32 token tiles of 8 rows), warps 4 or 8.
   int n_tiles = 0, warps = 0;

@@ -11,6 +11,8 @@
 
 namespace kbit {
 
+static_assert(kTileRowsByExpert == cuda::detail::kGemvTilesByExpert, "one value for tiles by expert");
+
 namespace {
 // Prefill: the tile kernels (wgmma_tile items) from this many rows per active expert on
 // average, token tiles of 64, 128 or 256 rows by that average. Set from kbit bench moe on
@@ -32,13 +34,25 @@ bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, con
   // experts) 3-4% faster with them, GLM-4.7 T = 8 (64 on 160) even (H200, 2026-12-03).
   // Where the chosen size's x rows do not fit in shared memory (4-row tiles of K = 5120,
   // GLM-4.7's gate+up from T = 21), the next smaller size rather than the fused kernel.
+  // Where uniform tiles would take 2 or 4 rows, tiles by expert at k = 4 (where they fit):
+  // 1-row tiles for the experts with one row, 4-row ones for those with three or more, so
+  // that none is read twice for a few rows and none pays for a larger tile than it fills.
+  // Against uniform 2-row tiles (H200, 2026-12-03, two routings each): GLM-4.7 k = 4 T = 8..20
+  // moe_dn 0.967 by geomean (T = 20: 0.91-0.92), moe_gu 1.000; Qwen3-Coder-Next T = 24
+  // 0.95 / 0.98. At k = 2 and 3 they ran 5-31% and -1.5-10% slower (the three bodies in
+  // one kernel: not understood), so those keep uniform tiles unless forced.
   const bool automatic = tile_rows == 0;
   if (automatic) tile_rows = 3 * p <= experts ? 1 : p <= experts ? 2 : 4;
   cuda::detail::GemvArgs g = staged_gemv_args(w, source, in, y, ws);
   g.stripes = int(n / 16);  // per expert
   g.N = int(n);
-  g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
+  g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = kTileRowsByExpert;
   g.pdl = g.pdl || pdl;
+  if (automatic && tile_rows > 1 && w.bits() == 4 && plan_grouped_gemv(w.bits(), g).fits) {
+    launch_gemv(w.bits(), g, source.dtype, stream);
+    return true;
+  }
+  g.tile_rows = tile_rows;
   while (!plan_grouped_gemv(w.bits(), g).fits) {
     if (!automatic || g.tile_rows == 1) return false;
     g.tile_rows /= 2;
@@ -77,8 +91,10 @@ void expert_linear(const TensorView& x_in, const QuantizedMatrix& w, int64_t exp
                "expert_linear: path must be auto, gemv or fused_mma, got ", linear_path_name(o.path));
   const bool fused_overrides = o.n_tiles || o.warps || o.items != LinearItems::automatic;
   if (o.path == LinearPath::gemv || (o.path == LinearPath::automatic && !fused_overrides && p <= kGroupedGemvMaxRows)) {
-    KBIT_REQUIRE(o.tile_rows == 0 || o.tile_rows == 1 || o.tile_rows == 2 || o.tile_rows == 4,
-                 "expert_linear: tile_rows must be 1, 2 or 4, got ", o.tile_rows);
+    KBIT_REQUIRE(o.tile_rows == 0 || o.tile_rows == 1 || o.tile_rows == 2 || o.tile_rows == 4 ||
+                     o.tile_rows == kTileRowsByExpert,
+                 "expert_linear: tile_rows must be 1, 2, 4 or kTileRowsByExpert (", kTileRowsByExpert, "), got ",
+                 o.tile_rows);
     if (detail::try_grouped_gemv(x, {}, w, experts, expert_offsets, y, ws, stream, o.tile_rows, o.pdl)) return;
     KBIT_REQUIRE(o.path != LinearPath::gemv, "expert_linear: the grouped gemv does not fit: ", p, " rows, K = ", k,
                  " (see GemvGroupedPlan)");

@@ -210,7 +210,7 @@ void add_bench_command(CLI::App& app) {
                    "token tiles of 8 rows per item (0: from the rows per expert; wgmma_tile 8, 16 or 32)");
   mcmd->add_option("--warps", moe->kbit.warps, "warps per CTA, 4 or 8 (0: the plan's)");
   mcmd->add_option("--tile-rows", moe->kbit.tile_rows,
-                   "the grouped GEMV's rows per tile, 1, 2 or 4 (0: from the rows per expert)");
+                   "the grouped GEMV's rows per tile, 1, 2 or 4, or -1 (by each expert's rows: 1, 2 or 4; 0: from the rows per expert)");
   add_settle_option(mcmd);
   mcmd->callback([moe, moe_items] {
     moe->kbit.items = parse_linear_items(*moe_items);

@@ -60,5 +60,48 @@ TEST(GemvSmem, DecodeShapesFitInOneCta) {
     }
 }
 
+// Tiles by expert: a class on gemv_class_min_ctas CTAs never has a CTA whose units span
+// more tiles than its staged rows hold. The ranges here are the kernel's (gemv_body): whole
+// (tile, stripe) segments per warp where an even share is within kGemvSplitSlack units of
+// one, else even shares over min(warps, units) warps.
+TEST(GemvSmem, TilesByExpertClassesStageTheirTilesRows) {
+  EXPECT_EQ(gemv_class_min_ctas(0, 100, 4, 14), 0);
+  EXPECT_EQ(gemv_class_min_ctas(5, 100, 4, 7), 0x7fffffff) << "one tile of 4 rows per CTA leaves no room to straddle";
+  for (int64_t stripes : {1, 3, 16, 96, 192})
+    for (int64_t supertiles : {1, 2, 12, 40})
+      for (int rows_per_tile : {1, 2, 4})
+        for (int64_t x_rows : {4, 7, 14, 48, 64})
+          for (int64_t tiles : {1, 2, 7, 23, 57, 128, 256}) {
+            const int64_t us = stripes * supertiles, min_ctas = gemv_class_min_ctas(tiles, us, rows_per_tile, x_rows);
+            if (min_ctas > 4096) continue;  // no count suffices (too few staged rows)
+            for (int64_t ctas : {min_ctas, min_ctas + 1, min_ctas + 17}) {
+              const int64_t units = tiles * us, segments = tiles * stripes, all_warps = ctas * kGemvWarps;
+              const int64_t even_share = (units + all_warps - 1) / all_warps;
+              const int64_t active = segments < all_warps && supertiles <= even_share + kGemvSplitSlack
+                                         ? segments
+                                         : std::min(all_warps, units);
+              const int64_t uq = units / active, ur = units - uq * active;
+              auto range_start = [&](int64_t w) { return w * uq + std::min(w, ur); };
+              for (int64_t cta = 0; cta * kGemvWarps < active; ++cta) {
+                const int64_t w_first = cta * kGemvWarps, w_last = std::min(w_first + kGemvWarps, active) - 1;
+                const int64_t t_first = range_start(w_first) / us, t_last = (range_start(w_last + 1) - 1) / us;
+                ASSERT_LE((t_last - t_first + 1) * rows_per_tile, x_rows)
+                    << "stripes=" << stripes << " S=" << supertiles << " rows/tile=" << rows_per_tile
+                    << " x_rows=" << x_rows << " tiles=" << tiles << " ctas=" << ctas << " cta=" << cta;
+              }
+            }
+          }
+}
+
+TEST(GemvSmem, TilesByExpertKeepTheStagedRowsMap) {
+  for (int64_t experts : {8, 160, 512})
+    for (int64_t x_rows : {1, 14, 64}) {
+      const int64_t table = (2 * (experts + 1) + kGemvWarps + x_rows) * 4;
+      EXPECT_GE(gemv_tile_table_bytes(experts, x_rows, true), table);
+      const GemvSmem s = gemv_smem_map(4, x_rows, 5120, 0, experts, true);
+      EXPECT_TRUE(s.tile_table + table <= s.lut || s.tile_table >= s.lut + 65536) << "the row map overlaps the table";
+    }
+}
+
 }  // namespace
 }  // namespace kbit::cuda::detail

@@ -84,6 +84,12 @@
 // kbit bench first-load puts a cold load alone at 0.2-0.5 us): GLM-4.7 moe_dn T = 1 16.2 ->
 // 15.6 us (3.0x cuBLAS grouped bf16), moe_gu 24.7 -> 24.4, Qwen3-Coder-Next moe_gu T = 1 10.1
 // -> 9.4, T = 8..16 unchanged (h200-ab-grouped-gemv-pair-table-after-weights-session41.jsonl).
+// Tiles by expert (gemv_mixed_kernel; H200, 2026-12-03, fifty-first session): one launch whose
+// CTAs split into three classes, experts with 1, 2 and >= 3 rows in tiles of 1, 2 and 4 rows,
+// each CTA staging only its own tiles' rows through a row map. Against uniform 2-row tiles
+// (two routings, bench/results/h200-moe-tiles-by-expert-ab-session51.jsonl): GLM-4.7 k = 4
+// T = 8..20 moe_dn 0.967 by geomean (T = 20 0.91-0.92), moe_gu 1.000; Qwen3-Coder-Next T = 24
+// 0.95 / 0.98; k = 2 1.05-1.31 and k = 3 0.99-1.10 (slower: automatic at k = 4 only).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -256,14 +262,17 @@ __device__ __forceinline__ void gemv_decode(const uint32_t (&w)[2 * KB], int j, 
 // a serial chain of shared-memory loads, 17 per lane at E = 512.)
 __device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, int experts, int rows,
                                                       int32_t* tile_start, int32_t* row_start,
-                                                      int32_t* warp_tiles) {
+                                                      int32_t* warp_tiles, int count_lo = 0,
+                                                      int count_hi = 0x7fffffff) {
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   int carry = 0;  // tiles before this pass's first expert
   for (int e0 = 0; e0 < experts; e0 += kGemvWarps * 32) {
     const int e = e0 + int(threadIdx.x);
     int lo = 0, hi = 0;
     if (e < experts) lo = offsets[e], hi = offsets[e + 1];
-    const int count = (hi - lo + rows - 1) / rows;
+    // Tiles only for experts whose row count is in [count_lo, count_hi] (a class of the mixed
+    // kernel); the others own rows but no tiles here.
+    const int count = hi - lo >= count_lo && hi - lo <= count_hi ? (hi - lo + rows - 1) / rows : 0;
     const int incl = warp_inclusive_sum(count, lane);
     if (lane == 31) warp_tiles[warp] = incl;
     __syncthreads();
@@ -282,9 +291,17 @@ __device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, in
 // x and y are [args.M, *] rows in expert order, expert e owning rows [offsets[e],
 // offsets[e + 1]) (device memory). The units are (tile of M rows of one non-empty
 // expert, stripe, supertile); a segment (tile, stripe) plays the part of a stripe.
-template <int KB, typename T, int M, bool GROUPED>
-__global__ void __launch_bounds__(kGemvWarps * 32, 1)
-    gemv_kernel(const GemvArgs args, const GemvLaunch launch) {
+// The CTAs a body runs on: all of the grid, or one class of the mixed kernel (CTAs
+// [cta_base, cta_base + ctas) running the experts whose rows make tiles of M rows). tile_base:
+// the class's first tile among all classes' (its counters follow the classes before it).
+// The class's row counts follow from its tile rows M (1: one row, 2: two, 4: three or more).
+struct GemvClass {
+  int cta = 0, ctas = 1, cta_base = 0, tile_base = 0;
+};
+
+template <int KB, typename T, int M, bool GROUPED, bool MIXED = false>
+__device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch& launch, const GemvClass cls) {
+  static_assert(!MIXED || GROUPED, "the mixed tiles are a grouped mode");
   constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp (~3 KB)
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
@@ -328,13 +345,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // warps' ranges and the rows a CTA stages are known without the offsets. x is requested
   // before the offsets arrive and the weights right after one round trip to them (the
   // tile table's scan, its barriers and a search were on that path).
-  constexpr bool kRowTiles = GROUPED && M == 1;
+  constexpr bool kRowTiles = GROUPED && M == 1 && !MIXED;
   int row_base = 0;  // GROUPED: the first row of x that the CTA stages
+  // MIXED: the class's tiles lie anywhere in x's rows, so the CTA stages its tiles' rows
+  // through a map, M per tile from its first tile (staged_src[r]: x's row, args.M for none).
+  int mixed_t_first = 0, staged_rows = launch.x_rows;
+  int32_t* const staged_src = row_start + args.experts + 1 + kGemvWarps;
   if constexpr (GROUPED) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     if constexpr (!kRowTiles) {
-      build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1);
+      if constexpr (MIXED) {
+        build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1,
+                              M == 4 ? 3 : M, M == 4 ? 0x7fffffff : M);
+      } else {
+        build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1);
+      }
       stamp_phase(kProbeOffsetsRead);
     }
     const int tiles = kRowTiles ? args.M : tile_start[args.experts];
@@ -342,7 +368,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     // Whole segments, one per warp, where an even share would save a warp at most
     // kGemvSplitSlack units: a split segment's pieces meet through a counter and a second
     // pass, which costs about that much.
-    const int all_warps = int(gridDim.x) * kGemvWarps, segments = tiles * args.stripes;
+    const int all_warps = cls.ctas * kGemvWarps, segments = tiles * args.stripes;
     const int even_share = int((U + all_warps - 1) / all_warps);
     active_warps = segments < all_warps && int(S) <= even_share + kGemvSplitSlack ? segments
                                                                                  : int(min(int64_t(all_warps), U));
@@ -365,7 +391,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     return base + 31 - __clz(within);
   };
   auto first_row = [&](int tile, int e) { return kRowTiles ? tile : row_start[e] + (tile - tile_start[e]) * M; };
-  const int wg = int(blockIdx.x) * kGemvWarps + warp;
+  const int wg = cls.cta * kGemvWarps + warp;
   const bool active = wg < active_warps;
   // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
   // arithmetic (U < 2^30, the host checks; active_warps <= U): the w * U / warps form
@@ -381,7 +407,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   const int u0 = active ? range_start(wg) : 0;
   const int u1 = active ? range_start(wg + 1) : 0;
   if constexpr (GROUPED) {
-    if (int(blockIdx.x) * kGemvWarps >= active_warps) return;  // the whole CTA has no units
+    if (cls.cta * kGemvWarps >= active_warps) return;  // the whole CTA has no units
   }
 
   // The first D units of weights: they do not depend on the previous kernel.
@@ -445,7 +471,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // and 2-4% slower at T = 16 on GLM-4.7, H200, 2026-12-02; not understood, the loop's
   // work is the same; bench/results/h200-ab-grouped-gemv-start-v5-session40.jsonl.)
   if constexpr (GROUPED) {
-    const int w_first = int(blockIdx.x) * kGemvWarps, w_last = min(w_first + kGemvWarps, active_warps) - 1;
+    const int w_first = cls.cta * kGemvWarps, w_last = min(w_first + kGemvWarps, active_warps) - 1;
     const int cu0 = range_start(w_first), cu1 = range_start(w_last + 1);
     const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
     if constexpr (kRowTiles) {
@@ -467,6 +493,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       for (int r = i; r < rows; r += kThreads)
         if (row_base + r < covered_lo || row_base + r >= covered_hi) row_expert[r] = -1;
       stamp_phase(kProbeOffsetsRead);
+      __syncthreads();
+    } else if constexpr (MIXED) {
+      mixed_t_first = t_first;
+      staged_rows = (t_last + 1 - t_first) * M;
+      if (staged_rows > launch.x_rows) __trap();  // the kernel's class split bounds it
+      for (int r = int(threadIdx.x); r < staged_rows; r += kThreads) {
+        const int tile = t_first + r / M;
+        int lo = 0, hi = args.experts - 1;  // the last expert whose first tile is <= tile: its owner
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) >> 1;
+          if (tile_start[mid] <= tile) lo = mid;
+          else hi = mid - 1;
+        }
+        const int src = row_start[lo] + (tile - tile_start[lo]) * M + r % M;
+        staged_src[r] = src < row_start[lo + 1] ? src : args.M;
+      }
       __syncthreads();
     } else {
       row_base = first_row(t_first, expert_of(t_first));
@@ -563,17 +605,19 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
     // Chunks of 8 columns; a thread loads kBatch chunks before converting any, so that
     // long rows (K = 12288, or 4 rows) do not pay one global latency per chunk.
     constexpr int kBatch = kXBatch;
-    const int row_chunks = x_row_chunks, chunks = x_chunks;
+    const int row_chunks = x_row_chunks, chunks = MIXED ? staged_rows * x_row_chunks : x_chunks;
+    const bool requested_early = early_x || (GROUPED && !MIXED && !args.x_swiglu);
     for (int c0 = int(threadIdx.x); c0 < chunks; c0 += kBatch * kThreads) {
       XRaw raw[kBatch];
-      const int early = (early_x || (GROUPED && !args.x_swiglu)) && c0 == int(threadIdx.x) ? kXEarly : 0;  // requested early
+      const int early = requested_early && c0 == int(threadIdx.x) ? kXEarly : 0;
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int chunk = c0 + b * kThreads;
         if (b < early) {
           if (chunk < chunks) raw[b].a = x_early[b];
         } else if (chunk < chunks) {
-          raw[b] = load_x8_raw(args, row_base + chunk / row_chunks, chunk % row_chunks * 8);
+          const int r = chunk / row_chunks;
+          raw[b] = load_x8_raw(args, MIXED ? staged_src[r] : row_base + r, chunk % row_chunks * 8);
         }
       }
 #pragma unroll
@@ -635,7 +679,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
       const int e = expert_of(tile);
       tile_m0 = first_row(tile, e);
       tile_m_end = row_start[e + 1];
-      tile_xrow = tile_m0 - row_base;
+      tile_xrow = MIXED ? (tile - mixed_t_first) * M : tile_m0 - row_base;
       tile_seg0 = tile * args.stripes;
     }
   };
@@ -660,6 +704,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
   // it ends in. The writer knows which by where its piece starts; a reader finds warp w's
   // piece of a stripe in slot 0 when w's range starts inside that stripe.
   auto own_slot = [&](int piece_start) { return piece_start == u0 ? 0 : 1; };
+  // Workspace pieces: slots of 16 rows x M tokens (MIXED: x 4, whatever the class's M, since
+  // the classes' warps share the slots' numbering); counters: the class's after those before.
+  constexpr int kPieceFloats = 16 * (MIXED ? kGemvMaxM : M);
+  unsigned* const counters = args.counters + int64_t(cls.tile_base) * args.stripes;
+  float* const pieces = args.pieces + int64_t(cls.cta_base) * (2 * kGemvWarps * kPieceFloats);
   auto slot_of = [&](int w, int stripe_seg) { return range_start(w) >= stripe_seg * int(S) ? 0 : 1; };
   // acc: HFMA2 products [token][row g + 8 h], lane c's quarter of the columns; MMAs [token
   // 2 c + i][row g + 8 h], whole rows.
@@ -710,13 +759,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
             v0 += p[g * M + c], v1 += p[(g + 8) * M + c];
           }
       } else {
-        const int64_t slot = 2 * int64_t(wg) + own_slot(pu0);
-        float* piece = args.pieces + slot * 16 * M;
+        float* piece = pieces + (2 * int64_t(wg) + own_slot(pu0)) * kPieceFloats;
         if (c < M) piece[g * M + c] = v0, piece[(g + 8) * M + c] = v1;
         __threadfence();
         __syncwarp();
         unsigned arrived = 0;
-        if (lane == 0) arrived = atomicAdd(args.counters + stripe_seg, 1u);
+        if (lane == 0) arrived = atomicAdd(counters + stripe_seg, 1u);
         arrived = __shfl_sync(0xffffffffu, arrived, 0);
         if (arrived != unsigned(last - first)) return;
         __threadfence();
@@ -729,14 +777,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
               const int w = w0 + i;
               p0[i] = p1[i] = 0.0f;
               if (w <= last) {
-                const float* p = args.pieces + (2 * int64_t(w) + slot_of(w, stripe_seg)) * 16 * M;
+                const float* p = pieces + (2 * int64_t(w) + slot_of(w, stripe_seg)) * kPieceFloats;
                 p0[i] = __ldcg(p + g * M + c), p1[i] = __ldcg(p + (g + 8) * M + c);
               }
             }
 #pragma unroll
             for (int i = 0; i < 8; ++i) v0 += p0[i], v1 += p1[i];
           }
-        if (lane == 0) args.counters[stripe_seg] = 0;  // ready for the next call on the stream
+        if (lane == 0) counters[stripe_seg] = 0;  // ready for the next call on the stream
       }
     }
     store(stripe, v0, v1);
@@ -851,6 +899,71 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1)
 }
 
 template <int KB, typename T, int M, bool GROUPED>
+__global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_kernel(const GemvArgs args, const GemvLaunch launch) {
+  GemvClass cls;
+  cls.cta = int(blockIdx.x), cls.ctas = int(gridDim.x);
+  gemv_body<KB, T, M, GROUPED>(args, launch, cls);
+}
+
+// Grouped tiles by expert (kGemvTilesByExpert): every CTA counts each class's tiles from
+// the offsets and cuts the grid the same way: first each class's fewest CTAs for its staged
+// rows (gemv_class_min_ctas; the host checked that they fit for any routing), then the rest
+// in proportion to the classes' unit costs, the remainder to the costliest class. CTAs
+// [base_c, base_c + ctas_c) run class c's body.
+template <int KB, typename T>
+__global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_mixed_kernel(const GemvArgs args, const GemvLaunch launch) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the offsets come from the routing kernel
+  // The classes' tile counts in the pair table's place: every thread reads them before the
+  // body's first barrier, and the body writes the table only after it. (Static shared memory
+  // would not fit beside the 227 KB of dynamic memory.)
+  extern __shared__ __align__(16) uint32_t smem_words[];
+  int* const class_tiles = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(smem_words) + launch.lut_off);
+  if (threadIdx.x < kGemvClasses) class_tiles[threadIdx.x] = 0;
+  __syncthreads();
+  int tiles[kGemvClasses] = {0, 0, 0};
+  for (int e = int(threadIdx.x); e < args.experts; e += kGemvWarps * 32) {
+    const int n = args.expert_offsets[e + 1] - args.expert_offsets[e];
+    if (n == 1) ++tiles[0];
+    else if (n == 2) ++tiles[1];
+    else if (n >= 3) tiles[2] += (n + 3) / 4;
+  }
+#pragma unroll
+  for (int c = 0; c < kGemvClasses; ++c) {
+    const int sum = __reduce_add_sync(0xffffffffu, tiles[c]);
+    if ((threadIdx.x & 31) == 0 && sum) atomicAdd(class_tiles + c, sum);
+  }
+  __syncthreads();
+  const int64_t units_per_tile = int64_t(args.stripes) * args.supertiles;
+  int64_t min_ctas[kGemvClasses], work[kGemvClasses], spare = gridDim.x, all_work = 0, most_work = 0;
+  int costliest = 0;
+#pragma unroll
+  for (int c = 0; c < kGemvClasses; ++c) {
+    tiles[c] = class_tiles[c];
+    min_ctas[c] = gemv_class_min_ctas(tiles[c], units_per_tile, gemv_class_rows(c), launch.x_rows);
+    work[c] = int64_t(tiles[c]) * gemv_class_cost(c);
+    spare -= min_ctas[c], all_work += work[c];
+    if (work[c] > most_work) costliest = c, most_work = work[c];
+  }
+  if (spare < 0) __trap();  // the host's bound broken
+  GemvClass cls;
+  int base = 0, tile_base = 0, left = int(spare);
+#pragma unroll
+  for (int c = 0; c < kGemvClasses; ++c) left -= all_work ? int(spare * work[c] / all_work) : 0;
+#pragma unroll
+  for (int c = 0; c < kGemvClasses; ++c) {
+    const int ctas = int(min_ctas[c]) + (all_work ? int(spare * work[c] / all_work) : 0) + (c == costliest ? left : 0);
+    if (tiles[c] && int(blockIdx.x) >= base && int(blockIdx.x) < base + ctas) {
+      cls.cta = int(blockIdx.x) - base, cls.ctas = ctas, cls.cta_base = base, cls.tile_base = tile_base;
+      if (c == 0) gemv_body<KB, T, 1, true, true>(args, launch, cls);
+      else if (c == 1) gemv_body<KB, T, 2, true, true>(args, launch, cls);
+      else gemv_body<KB, T, 4, true, true>(args, launch, cls);
+      return;
+    }
+    base += tiles[c] ? ctas : 0, tile_base += tiles[c];
+  }
+}
+
+template <int KB, typename T, int M, bool GROUPED>
 void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launch, int64_t ctas, cudaStream_t stream) {
   auto kernel = gemv_kernel<KB, T, M, GROUPED>;
   const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
@@ -944,15 +1057,67 @@ void launch_grouped_instance(const GemvArgs& a, cudaStream_t stream) {
                                      p.ctas, stream);
 }
 
+// Tiles by expert (gemv_mixed_kernel): a CTA stages its tiles' rows, as many as shared memory
+// holds (up to 64). Fits when the classes' fewest CTAs fit the grid for any routing of the
+// rows: at most P 1-row tiles, P / 2 2-row tiles and 2P / 5 tiles of experts with >= 3 rows
+// (5 rows make 2 tiles), all P tiles' counters, partials in 4-token slots.
+template <int KB>
+GemvGroupedPlan plan_grouped_mixed(const GemvArgs& a) {
+  GemvGroupedPlan p;
+  const int64_t rows = a.M, experts = a.experts, per_tile = int64_t(a.stripes) * a.supertiles;
+  p.ctas = sm_count();
+  for (int64_t r = 1; r <= 64; ++r) {
+    const int64_t smem = gemv_smem_map(KB, r, a.K, dynamic_smem_base(), experts, true).total;
+    if (smem > kGemvMaxSmem) break;
+    p.x_rows = r, p.smem = smem;
+  }
+  const int64_t worst_ctas = gemv_class_min_ctas(rows, per_tile, gemv_class_rows(0), p.x_rows) +
+                             gemv_class_min_ctas(rows / 2, per_tile, gemv_class_rows(1), p.x_rows) +
+                             gemv_class_min_ctas((2 * rows + 4) / 5, per_tile, gemv_class_rows(2), p.x_rows);
+  p.segments = rows * a.stripes;
+  p.piece_floats = 2 * p.ctas * kGemvWarps * 16 * kGemvMaxM;
+  p.fits = p.x_rows >= gemv_class_rows(kGemvClasses - 1) && worst_ctas <= p.ctas && rows * per_tile < (int64_t(1) << 30) &&
+           p.segments <= a.counter_count && p.piece_floats <= a.piece_floats;
+  return p;
+}
+
+template <int KB, typename T>
+void launch_grouped_mixed(const GemvArgs& a, cudaStream_t stream) {
+  const GemvGroupedPlan p = plan_grouped_mixed<KB>(a);
+  KBIT_REQUIRE(p.fits, "grouped gemv (tiles by expert): ", a.M, " rows over ", a.experts, " experts of K = ", a.K,
+               " stage ", p.x_rows, " rows per CTA (", p.smem, " bytes of shared memory) and need ", p.segments,
+               " counters (workspace: ", a.counter_count, ") and ", p.piece_floats, " partial floats (workspace: ",
+               a.piece_floats, "), or more CTAs than one wave for some routing");
+  auto kernel = gemv_mixed_kernel<KB, T>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvMaxSmem));
+  check_cuda(configured, "gemv: setting the shared memory size (tiles by expert)");
+  const GemvSmem map = gemv_smem_map(KB, p.x_rows, a.K, dynamic_smem_base(), a.experts, true);
+  GemvLaunch launch;
+  launch.x_rows = int(p.x_rows);
+  launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
+  launch.tile_table_off = int(map.tile_table);
+  launch.local_off = int(map.local);
+  launch_maybe_pdl(kernel, dim3(unsigned(p.ctas)), dim3(kGemvWarps * 32), size_t(map.total), stream, a.pdl,
+                   "gemv kernel launch (tiles by expert)", a, launch);
+  check_launch("gemv kernel (tiles by expert)");
+}
+
 template <int KB>
 void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
   auto typed = [&]<typename T>() {
     if (a.expert_offsets) {  // grouped: tiles of tile_rows rows
       switch (a.tile_rows) {
+        case kGemvTilesByExpert:
+          // k = 5: the three bodies in one function spill (20-24 bytes at 128 registers).
+          if constexpr (KB == 5) throw Error("grouped gemv: tiles by expert are for k = 2..4, not k = 5");
+          else return launch_grouped_mixed<KB, T>(a, stream);
         case 1: return launch_grouped_instance<KB, T, 1>(a, stream);
         case 2: return launch_grouped_instance<KB, T, 2>(a, stream);
         case 4: return launch_grouped_instance<KB, T, 4>(a, stream);
-        default: throw Error(kbit::detail::concat("grouped gemv: tile rows must be 1, 2 or 4, got ", a.tile_rows));
+        default:
+          throw Error(kbit::detail::concat("grouped gemv: tile rows must be 1, 2, 4 or by expert (", kGemvTilesByExpert,
+                                           "), got ", a.tile_rows));
       }
     }
     KBIT_REQUIRE(a.M >= 1 && a.M <= kGemvMaxM, "gemv: M must be 1..", kGemvMaxM, ", got ", a.M);
@@ -971,6 +1136,9 @@ void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
 template <int KB>
 GemvGroupedPlan plan_grouped_gemv(const GemvArgs& a) {
   switch (a.tile_rows) {
+    case kGemvTilesByExpert:
+      if constexpr (KB == 5) return GemvGroupedPlan{};  // not fitted: see launch_gemv
+      else return plan_grouped_mixed<KB>(a);
     case 1: return plan_grouped_instance<KB, __half, 1>(a);
     case 2: return plan_grouped_instance<KB, __half, 2>(a);
     default: return plan_grouped_instance<KB, __half, 4>(a);

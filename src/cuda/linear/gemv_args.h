@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kbit/dtype.h"
+#include "kbit/hd.h"
 #include "kbit/quantized_matrix.h"
 #include "linear_operands.h"
 
@@ -43,7 +44,8 @@ struct GemvArgs : LinearOperands {
   // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows (stripes per
   // expert), x and y are [M, *] rows in expert order, expert e owning rows
   // [expert_offsets[e], expert_offsets[e + 1]) (device memory); each non-empty expert's
-  // rows are taken tile_rows (1, 2 or 4) at a time. No bias or residual.
+  // rows are taken tile_rows (1, 2 or 4) at a time, or by expert (kGemvTilesByExpert).
+  // No bias or residual.
   const int32_t* expert_offsets = nullptr;
   int experts = 0;
   int tile_rows = 1;
@@ -74,6 +76,28 @@ enum GemvProbe : int {
   kProbeOffsetsRead = 8,  // grouped: the expert offsets used (this warp's share of the table written)
   kProbeXArrived = 9,     // the first chunk of x in registers (lane 0)
 };
+
+// Grouped tiles by expert (GemvArgs::tile_rows == kGemvTilesByExpert, the mixed kernel):
+// class c holds the experts with 1, 2 or >= 3 rows, in tiles of gemv_class_rows(c) rows, on
+// CTAs of its own (so an SM runs one class's code), as many as its units' cost asks. A
+// uniform tile size reads an expert with more rows than a tile once per tile, and runs
+// every expert with fewer as the tile's size.
+inline constexpr int kGemvTilesByExpert = -1;
+inline constexpr int kGemvClasses = 3;
+KBIT_HD constexpr int gemv_class_rows(int c) { return c == 0 ? 1 : c == 1 ? 2 : 4; }
+// A unit's relative cost per class, for the CTA split (H200, 2026-12-03): 2-row units
+// 7-11% over 1-row ones on equal reads (GLM-4.7, T = 2, 4), 4-row ~10% over 2-row (GLM-4.7
+// moe_dn T = 16: 132 us for 88 tiles against 130 for 95).
+KBIT_HD constexpr int gemv_class_cost(int c) { return c == 0 ? 92 : c == 1 ? 100 : 110; }
+// The fewest CTAs class c can run on so that a CTA's units span at most x_rows /
+// rows_per_tile tiles: a CTA's range of L <= tiles * units_per_tile / ctas + 48 units (even
+// shares of 16 warps, or whole segments within kGemvSplitSlack of them) touches at most
+// ceil(L / units_per_tile) + 1 tiles. 0x7fffffff: no count suffices.
+KBIT_HD int64_t gemv_class_min_ctas(int64_t tiles, int64_t units_per_tile, int rows_per_tile, int64_t x_rows) {
+  if (tiles == 0) return 0;
+  const int64_t spare = (x_rows / rows_per_tile - 1) * units_per_tile - 48;
+  return spare <= 0 ? 0x7fffffff : (tiles * units_per_tile + spare - 1) / spare;
+}
 
 // What a grouped launch needs, for the most tiles the rows can make.
 struct GemvGroupedPlan {

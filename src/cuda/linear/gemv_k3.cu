@@ -1,4 +1,4 @@
-// Instantiations of the CUDA-core GEMV for k = 3 (M = 1..4, fp16 and bf16; grouped with tiles of 1, 2, 4 rows).
+// Instantiations of the CUDA-core GEMV for k = 3 (M = 1..4, fp16 and bf16; grouped with tiles of 1, 2, 4 rows or by expert).
 #include "gemv.cuh"
 
 namespace kbit::cuda::detail {

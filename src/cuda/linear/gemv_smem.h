@@ -35,19 +35,23 @@ constexpr int64_t gemv_lut_bytes(int bits) {
 
 // The grouped tile table (build_gemv_tile_table): each expert's first tile and first row
 // ([experts + 1] ints each), then one tile count per warp for the scan; with 1-row tiles
-// the same region holds the expert of each staged row (x_rows ints) instead.
-constexpr int64_t gemv_tile_table_bytes(int64_t experts, int64_t x_rows) {
-  return experts ? (std::max(2 * (experts + 1) + kGemvWarps, x_rows) + 3) / 4 * 16 : 0;
+// the same region holds the expert of each staged row (x_rows ints) instead; tiles by
+// expert (mixed) have both, the staged rows' sources after the table.
+constexpr int64_t gemv_tile_table_bytes(int64_t experts, int64_t x_rows, bool mixed = false) {
+  if (!experts) return 0;
+  const int64_t table = 2 * (experts + 1) + kGemvWarps;
+  return ((mixed ? table + x_rows : std::max(table, x_rows)) + 3) / 4 * 16;
 }
 
 // x_rows: rows of x staged per CTA; experts: the grouped tile table's size (0: dense).
 // dyn_base: the shared-window address where dynamic shared memory starts (the prmt
 // tables must sit on a 64 KB boundary of the window).
-inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_base, int64_t experts = 0) {
+inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_base, int64_t experts = 0,
+                              bool mixed = false) {
   GemvSmem s;
   const int64_t supertiles = (k + 127) / 128;
   const int64_t x_bytes = x_rows * supertiles * 128 * 2, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
-  const int64_t table_bytes = gemv_tile_table_bytes(experts, x_rows);
+  const int64_t table_bytes = gemv_tile_table_bytes(experts, x_rows, mixed);
   const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes, local_bytes = gemv_local_bytes();
   if (gemv_prmt_table(bits)) {
     // The table on the first 64 KB boundary of the window; x, then the local pieces, before
