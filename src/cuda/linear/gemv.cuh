@@ -1066,8 +1066,9 @@ GemvGroupedPlan plan_grouped_mixed(const GemvArgs& a) {
   GemvGroupedPlan p;
   const int64_t rows = a.M, experts = a.experts, per_tile = int64_t(a.stripes) * a.supertiles;
   p.ctas = sm_count();
-  for (int64_t r = 1; r <= 64; ++r) {
-    const int64_t smem = gemv_smem_map(KB, r, a.K, dynamic_smem_base(), experts, true).total;
+  const int64_t base = dynamic_smem_base();
+  for (int64_t r = 1; r <= 64; ++r) {  // host arithmetic only
+    const int64_t smem = gemv_smem_map(KB, r, a.K, base, experts, true).total;
     if (smem > kGemvMaxSmem) break;
     p.x_rows = r, p.smem = smem;
   }
