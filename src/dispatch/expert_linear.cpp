@@ -11,8 +11,6 @@
 
 namespace kbit {
 
-static_assert(kTileRowsByExpert == cuda::detail::kGemvTilesByExpert, "one value for tiles by expert");
-
 namespace {
 // Prefill: the tile kernels (wgmma_tile items) from this many rows per active expert on
 // average, token tiles of 64, 128 or 256 rows by that average. Set from kbit bench moe on
@@ -46,13 +44,16 @@ bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, con
   cuda::detail::GemvArgs g = staged_gemv_args(w, source, in, y, ws);
   g.stripes = int(n / 16);  // per expert
   g.N = int(n);
-  g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = kTileRowsByExpert;
+  g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
   g.pdl = g.pdl || pdl;
-  if (automatic && tile_rows > 1 && w.bits() == 4 && plan_grouped_gemv(w.bits(), g).fits) {
-    launch_gemv(w.bits(), g, source.dtype, stream);
-    return true;
+  if (automatic && tile_rows > 1 && w.bits() == 4) {
+    cuda::detail::GemvArgs by_expert = g;
+    by_expert.tile_rows = kTileRowsByExpert;
+    if (plan_grouped_gemv(w.bits(), by_expert).fits) {
+      launch_gemv(w.bits(), by_expert, source.dtype, stream);
+      return true;
+    }
   }
-  g.tile_rows = tile_rows;
   while (!plan_grouped_gemv(w.bits(), g).fits) {
     if (!automatic || g.tile_rows == 1) return false;
     g.tile_rows /= 2;

@@ -285,13 +285,14 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // and multiply; wgmma_stream: 16, the warp-specialised 64/128-token kernel, forced on every
   // shape 12-14% faster at M = 64 by geomean, forty-ninth session), unless the caller says.
   const bool stream_k = p.items == LinearItems::wgmma_stream;
-  if ((p.items == LinearItems::wgmma_tile || stream_k) && !(c && c->items == p.items)) {
-    if (!o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 || stream_k ? 16 : 32;
-    if (!o.warps) p.warps = stream_k && p.n_tiles <= 16 ? 16 : 8;
-  }
+  const bool untabled_tile = (p.items == LinearItems::wgmma_tile || stream_k) && !(c && c->items == p.items);
+  if (untabled_tile && !o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 || stream_k ? 16 : 32;
+  // 16 warps: the warp-specialised 64/128-token stream-K kernel (8 decode warps, 8 MMA warps).
+  const bool sixteen_warps_run = stream_k && p.n_tiles <= 16;
+  if (untabled_tile && !o.warps) p.warps = sixteen_warps_run ? 16 : 8;
   // 16 warps from a table entry of the warp-specialised stream-K kernel, with other items or
   // n_tiles forced over it: the same two warpgroups as 8 warps.
-  if (p.warps == 16 && !o.warps && !(stream_k && p.n_tiles <= 16)) p.warps = 8;
+  if (p.warps == 16 && !o.warps && !sixteen_warps_run) p.warps = 8;
   if (p.items == LinearItems::wgmma_tile || stream_k) {
     KBIT_REQUIRE(p.n_tiles == 8 || p.n_tiles == 16 || p.n_tiles == 32, "linear: ", stream_k ? "wgmma_stream" : "wgmma_tile",
                  " items take n_tiles 8, 16 or 32, got ", p.n_tiles);
@@ -304,8 +305,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     KBIT_REQUIRE(p.n_tiles == 1 || p.n_tiles == 2 || p.n_tiles == 4 || p.n_tiles == 8,
                  "linear: n_tiles must be 1, 2, 4 or 8, got ", p.n_tiles);
   }
-  // 16 warps: the warp-specialised 64/128-token stream-K kernel (8 decode warps, 8 MMA warps).
-  KBIT_REQUIRE(p.warps == 4 || p.warps == 8 || (p.warps == 16 && stream_k && p.n_tiles <= 16),
+  KBIT_REQUIRE(p.warps == 4 || p.warps == 8 || (p.warps == 16 && sixteen_warps_run),
                "linear: warps must be 4 or 8 (16: wgmma_stream items with n_tiles 8 or 16), got ", p.warps);
   KBIT_REQUIRE(p.items != LinearItems::wgmma || p.n_tiles >= 4, "linear: wgmma items take n_tiles 4 or 8, got ",
                p.n_tiles);

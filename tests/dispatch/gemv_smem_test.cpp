@@ -93,6 +93,20 @@ TEST(GemvSmem, TilesByExpertClassesStageTheirTilesRows) {
           }
 }
 
+TEST(GemvSmem, TilesByExpertClassesByRows) {
+  EXPECT_EQ(gemv_class_of(0), -1);
+  EXPECT_EQ(gemv_class_of(1), 0);
+  EXPECT_EQ(gemv_class_of(2), 1);
+  for (int64_t rows : {3, 4, 5, 8, 9, 100}) EXPECT_EQ(gemv_class_of(rows), 2) << rows;
+  const int64_t tiles[] = {0, 1, 1, 1, 1, 2, 2, 2, 2, 3};  // 4-row tiles from 3 rows on
+  for (int64_t rows = 0; rows < 10; ++rows)
+    for (int c = 0; c < kGemvClasses; ++c) {
+      EXPECT_EQ(gemv_class_tiles(c, rows), c == gemv_class_of(rows) ? tiles[rows] : 0) << rows;
+      EXPECT_EQ(gemv_class_holds(c, rows), c == gemv_class_of(rows)) << rows;
+    }
+  for (int c = 0; c < kGemvClasses; ++c) EXPECT_EQ(gemv_class_rows(c), 1 << c);
+}
+
 TEST(GemvSmem, TilesByExpertKeepTheStagedRowsMap) {
   for (int64_t experts : {8, 160, 512})
     for (int64_t x_rows : {1, 14, 64}) {

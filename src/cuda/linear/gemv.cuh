@@ -271,7 +271,7 @@ __device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, in
     int lo = 0, hi = 0;
     if (e < experts) lo = offsets[e], hi = offsets[e + 1];
     // Tiles only for experts whose row count is in [count_lo, count_hi] (a class of the mixed
-    // kernel); the others own rows but no tiles here.
+    // kernel: gemv_class_min_rows / max_rows); the others own rows but no tiles here.
     const int count = hi - lo >= count_lo && hi - lo <= count_hi ? (hi - lo + rows - 1) / rows : 0;
     const int incl = warp_inclusive_sum(count, lane);
     if (lane == 31) warp_tiles[warp] = incl;
@@ -299,9 +299,11 @@ struct GemvClass {
   int cta = 0, ctas = 1, cta_base = 0, tile_base = 0;
 };
 
-template <int KB, typename T, int M, bool GROUPED, bool MIXED = false>
+// CLASS >= 0: the mixed kernel's class (gemv_class_of), whose tiles have M rows.
+template <int KB, typename T, int M, bool GROUPED, int CLASS = -1>
 __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch& launch, const GemvClass cls) {
-  static_assert(!MIXED || GROUPED, "the mixed tiles are a grouped mode");
+  constexpr bool MIXED = CLASS >= 0;
+  static_assert(!MIXED || (GROUPED && gemv_class_rows(CLASS) == M), "a class of the mixed tiles, M rows each");
   constexpr int D = KB == 2 ? 6 : (KB == 3 ? 4 : 3);  // units of weight loads in flight per warp (~3 KB)
   constexpr int kThreads = kGemvWarps * 32;
   extern __shared__ __align__(16) uint32_t smem_words[];  // the fused kernel's name and type
@@ -357,7 +359,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
     if constexpr (!kRowTiles) {
       if constexpr (MIXED) {
         build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1,
-                              M == 4 ? 3 : M, M == 4 ? 0x7fffffff : M);
+                              gemv_class_min_rows(CLASS), gemv_class_max_rows(CLASS));
       } else {
         build_gemv_tile_table(args.expert_offsets, args.experts, M, tile_start, row_start, row_start + args.experts + 1);
       }
@@ -905,7 +907,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_kernel(const GemvArgs
   gemv_body<KB, T, M, GROUPED>(args, launch, cls);
 }
 
-// Grouped tiles by expert (kGemvTilesByExpert): every CTA counts each class's tiles from
+// Grouped tiles by expert (kTileRowsByExpert): every CTA counts each class's tiles from
 // the offsets and cuts the grid the same way: first each class's fewest CTAs for its staged
 // rows (gemv_class_min_ctas; the host checked that they fit for any routing), then the rest
 // in proportion to the classes' unit costs, the remainder to the costliest class. CTAs
@@ -923,9 +925,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_mixed_kernel(const Ge
   int tiles[kGemvClasses] = {0, 0, 0};
   for (int e = int(threadIdx.x); e < args.experts; e += kGemvWarps * 32) {
     const int n = args.expert_offsets[e + 1] - args.expert_offsets[e];
-    if (n == 1) ++tiles[0];
-    else if (n == 2) ++tiles[1];
-    else if (n >= 3) tiles[2] += (n + 3) / 4;
+#pragma unroll
+    for (int c = 0; c < kGemvClasses; ++c) tiles[c] += int(gemv_class_tiles(c, n));  // 0 outside the class
   }
 #pragma unroll
   for (int c = 0; c < kGemvClasses; ++c) {
@@ -954,9 +955,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_mixed_kernel(const Ge
     const int ctas = int(min_ctas[c]) + (all_work ? int(spare * work[c] / all_work) : 0) + (c == costliest ? left : 0);
     if (tiles[c] && int(blockIdx.x) >= base && int(blockIdx.x) < base + ctas) {
       cls.cta = int(blockIdx.x) - base, cls.ctas = ctas, cls.cta_base = base, cls.tile_base = tile_base;
-      if (c == 0) gemv_body<KB, T, 1, true, true>(args, launch, cls);
-      else if (c == 1) gemv_body<KB, T, 2, true, true>(args, launch, cls);
-      else gemv_body<KB, T, 4, true, true>(args, launch, cls);
+      if (c == 0) gemv_body<KB, T, gemv_class_rows(0), true, 0>(args, launch, cls);
+      else if (c == 1) gemv_body<KB, T, gemv_class_rows(1), true, 1>(args, launch, cls);
+      else gemv_body<KB, T, gemv_class_rows(2), true, 2>(args, launch, cls);
       return;
     }
     base += tiles[c] ? ctas : 0, tile_base += tiles[c];
@@ -1109,7 +1110,7 @@ void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
   auto typed = [&]<typename T>() {
     if (a.expert_offsets) {  // grouped: tiles of tile_rows rows
       switch (a.tile_rows) {
-        case kGemvTilesByExpert:
+        case kTileRowsByExpert:
           // k = 5: the three bodies in one function spill (20-24 bytes at 128 registers).
           if constexpr (KB == 5) throw Error("grouped gemv: tiles by expert are for k = 2..4, not k = 5");
           else return launch_grouped_mixed<KB, T>(a, stream);
@@ -1117,7 +1118,7 @@ void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
         case 2: return launch_grouped_instance<KB, T, 2>(a, stream);
         case 4: return launch_grouped_instance<KB, T, 4>(a, stream);
         default:
-          throw Error(kbit::detail::concat("grouped gemv: tile rows must be 1, 2, 4 or by expert (", kGemvTilesByExpert,
+          throw Error(kbit::detail::concat("grouped gemv: tile rows must be 1, 2, 4 or by expert (", kTileRowsByExpert,
                                            "), got ", a.tile_rows));
       }
     }
@@ -1137,7 +1138,7 @@ void launch_gemv(const GemvArgs& a, DType t, cudaStream_t stream) {
 template <int KB>
 GemvGroupedPlan plan_grouped_gemv(const GemvArgs& a) {
   switch (a.tile_rows) {
-    case kGemvTilesByExpert:
+    case kTileRowsByExpert:
       if constexpr (KB == 5) return GemvGroupedPlan{};  // not fitted: see launch_gemv
       else return plan_grouped_mixed<KB>(a);
     case 1: return plan_grouped_instance<KB, __half, 1>(a);

@@ -9,6 +9,7 @@
 
 #include "kbit/dtype.h"
 #include "kbit/hd.h"
+#include "kbit/moe.h"
 #include "kbit/quantized_matrix.h"
 #include "linear_operands.h"
 
@@ -44,7 +45,7 @@ struct GemvArgs : LinearOperands {
   // Grouped (kbit::expert_linear): W stacks `experts` matrices of N rows (stripes per
   // expert), x and y are [M, *] rows in expert order, expert e owning rows
   // [expert_offsets[e], expert_offsets[e + 1]) (device memory); each non-empty expert's
-  // rows are taken tile_rows (1, 2 or 4) at a time, or by expert (kGemvTilesByExpert).
+  // rows are taken tile_rows (1, 2 or 4) at a time, or by expert (kTileRowsByExpert).
   // No bias or residual.
   const int32_t* expert_offsets = nullptr;
   int experts = 0;
@@ -77,14 +78,24 @@ enum GemvProbe : int {
   kProbeXArrived = 9,     // the first chunk of x in registers (lane 0)
 };
 
-// Grouped tiles by expert (GemvArgs::tile_rows == kGemvTilesByExpert, the mixed kernel):
-// class c holds the experts with 1, 2 or >= 3 rows, in tiles of gemv_class_rows(c) rows, on
-// CTAs of its own (so an SM runs one class's code), as many as its units' cost asks. A
-// uniform tile size reads an expert with more rows than a tile once per tile, and runs
-// every expert with fewer as the tile's size.
-inline constexpr int kGemvTilesByExpert = -1;
+// Grouped tiles by expert (GemvArgs::tile_rows == kTileRowsByExpert, the mixed kernel):
+// class c holds the experts with 1, 2 or >= 3 rows (gemv_class_of), in tiles of
+// gemv_class_rows(c) rows, on CTAs of its own (so an SM runs one class's code), as many as
+// its units' cost asks. A uniform tile size reads an expert with more rows than a tile once
+// per tile, and runs every expert with fewer as the tile's size.
 inline constexpr int kGemvClasses = 3;
-KBIT_HD constexpr int gemv_class_rows(int c) { return c == 0 ? 1 : c == 1 ? 2 : 4; }
+KBIT_HD constexpr int gemv_class_min_rows(int c) { return c + 1; }  // an expert's rows: 1, 2, 3..
+KBIT_HD constexpr int gemv_class_max_rows(int c) { return c == 0 ? 1 : c == 1 ? 2 : 0x7fffffff; }
+KBIT_HD constexpr int gemv_class_rows(int c) { return c == 0 ? 1 : c == 1 ? 2 : 4; }  // rows per tile
+KBIT_HD constexpr bool gemv_class_holds(int c, int64_t expert_rows) {
+  return expert_rows >= gemv_class_min_rows(c) && expert_rows <= gemv_class_max_rows(c);
+}
+KBIT_HD constexpr int gemv_class_of(int64_t expert_rows) {  // -1: no rows, no tiles
+  return gemv_class_holds(0, expert_rows) ? 0 : gemv_class_holds(1, expert_rows) ? 1 : expert_rows > 0 ? 2 : -1;
+}
+KBIT_HD constexpr int64_t gemv_class_tiles(int c, int64_t expert_rows) {  // an expert's tiles in class c
+  return gemv_class_holds(c, expert_rows) ? (expert_rows + gemv_class_rows(c) - 1) / gemv_class_rows(c) : 0;
+}
 // A unit's relative cost per class, for the CTA split (H200, 2026-12-03): 2-row units
 // 7-11% over 1-row ones on equal reads (GLM-4.7, T = 2, 4), 4-row ~10% over 2-row (GLM-4.7
 // moe_dn T = 16: 132 us for 88 tiles against 130 for 95).
