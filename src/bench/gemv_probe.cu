@@ -1,8 +1,10 @@
 #include "bench/gemv_probe.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <optional>
 #include <random>
 #include <utility>
@@ -63,6 +65,9 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   LinearWorkspace ws({rows, n, k, false});
   Buffer offsets, warm_offsets;
   std::optional<QuantizedMatrix> w_other;  // dense warm_code: a second copy of the weights
+  ExpertLinearOptions expert_options;
+  expert_options.path = LinearPath::gemv;
+  expert_options.tile_rows = o.tile_rows;
   if (grouped) {
     std::mt19937 rng{uint32_t(m)};
     std::normal_distribution<float> nd(0.f, 1.f);
@@ -75,7 +80,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
     offsets = upload(r.offsets.data(), r.offsets.size() * 4);
     call = [&] {
       expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, w, e, static_cast<const int32_t*>(offsets.data()),
-                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr);
+                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr, expert_options);
     };
     // Another routing: (mostly) other experts' weights.
     std::mt19937 rng2{uint32_t(m + 1000)};
@@ -85,7 +90,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
     warm_call = [&] {
       expert_linear(TensorView{xd.data(), DType::bf16, rows, k}, w, e,
                     static_cast<const int32_t*>(warm_offsets.data()),
-                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr);
+                    MutableTensorView{yd.data(), DType::bf16, rows, n}, ws, nullptr, expert_options);
     };
   } else {
     packed_bytes = double(w.storage_bytes());
@@ -126,6 +131,8 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   const char* cta_names[] = {"CTA last exit", "CTA median exit", "CTA tail", "CTA x staged", "CTA loop", "CTA units"};
   std::vector<std::vector<double>> cta_med(kCtaStats), cta_p90(kCtaStats), cta_last(kCtaStats);
   std::vector<double> balanced_end;
+  // per_cta: by blockIdx.x over the calls: last exit, x staged, units.
+  std::map<int, std::array<std::vector<double>, 3>> by_cta;
   // Per warp index in the CTA, over all calls (is the slow warp always the same one?).
   std::vector<std::vector<double>> by_index(cuda::detail::kGemvWarps);
   std::vector<int> last_count(cuda::detail::kGemvWarps, 0);
@@ -172,6 +179,10 @@ void run_gemv_probe(const GemvProbeOptions& o) {
         cta_last[size_t(i)].push_back((*cta[i])[size_t(cs.latest)]);
       }
       balanced_end.push_back(quantile(cs.median_exit, 1.0));
+      for (size_t i = 0; i < cs.cta.size(); ++i) {
+        auto& v = by_cta[cs.cta[i]];
+        v[0].push_back(cs.last_exit[i]), v[1].push_back(cs.x_staged[i]), v[2].push_back(cs.units[i]);
+      }
       for (int w = 0; w < cuda::detail::kGemvWarps; ++w) {
         by_index[size_t(w)].insert(by_index[size_t(w)].end(), cs.exit_vs_median[size_t(w)].begin(),
                                    cs.exit_vs_median[size_t(w)].end());
@@ -204,6 +215,15 @@ void run_gemv_probe(const GemvProbeOptions& o) {
       std::printf("%-16s %10.2f %10.2f %16.2f\n", cta_names[i], quantile(cta_med[size_t(i)], 0.5),
                   quantile(cta_p90[size_t(i)], 0.5), quantile(cta_last[size_t(i)], 0.5));
     std::printf("latest CTA median exit (every CTA balanced inside): %.2f us\n", quantile(balanced_end, 0.5));
+  }
+  if (o.per_cta && !by_cta.empty()) {
+    std::printf("\n%5s %9s %9s %7s %12s   (medians over the calls; us)\n", "CTA", "x staged", "exit", "units",
+                "us per unit");
+    for (const auto& [cta, v] : by_cta) {
+      const double exit = quantile(v[0], 0.5), staged = quantile(v[1], 0.5), units = quantile(v[2], 0.5);
+      std::printf("%5d %9.2f %9.2f %7.0f %12.4f\n", cta, staged, exit, units,
+                  units > 0 ? (exit - staged) / (units / cuda::detail::kGemvWarps) : 0.0);
+    }
   }
   std::printf("\nwarp index in the CTA:     ");
   for (int w = 0; w < cuda::detail::kGemvWarps; ++w) std::printf(" %5d", w);
@@ -247,6 +267,7 @@ GemvCtaSummary summarize_gemv_ctas(const unsigned long long* stamps, int64_t war
     if (out.latest < 0 || last > out.last_exit[size_t(out.latest)]) out.latest = int(out.last_exit.size());
     out.last_exit.push_back(last), out.median_exit.push_back(median), out.tail.push_back(last - median);
     out.x_staged.push_back(staged), out.loop.push_back(last - staged), out.units.push_back(units);
+    out.cta.push_back(int(c0 / d::kGemvWarps));
   }
   return out;
 }

@@ -25,6 +25,8 @@ struct GemvProbeOptions {
   // another routing), so that the kernel's code and x are warm as in a decode step,
   // while the probed call's weights stay cold.
   bool warm_code = false;
+  int tile_rows = 0;     // experts: ExpertLinearOptions::tile_rows (0: automatic; kTileRowsByExpert)
+  bool per_cta = false;  // also print each CTA's exit, staging and units (the mixed kernel's class split)
 };
 
 void run_gemv_probe(const GemvProbeOptions& o);
@@ -35,6 +37,7 @@ void run_gemv_probe(const GemvProbeOptions& o);
 // median and how often it is the CTA's last. Times in us from t0 (globaltimer ns).
 struct GemvCtaSummary {
   std::vector<double> last_exit, median_exit, tail, x_staged, loop, units;  // one per CTA with units
+  std::vector<int> cta;                                                   // its blockIdx.x
   int latest = -1;  // which of them ends last
   std::vector<std::vector<double>> exit_vs_median;  // [warp index in the CTA] over the CTAs
   std::vector<int> last_count;                      // [warp index in the CTA]

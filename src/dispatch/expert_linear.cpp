@@ -32,13 +32,15 @@ bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, con
   // experts) 3-4% faster with them, GLM-4.7 T = 8 (64 on 160) even (H200, 2026-12-03).
   // Where the chosen size's x rows do not fit in shared memory (4-row tiles of K = 5120,
   // GLM-4.7's gate+up from T = 21), the next smaller size rather than the fused kernel.
-  // Where uniform tiles would take 2 or 4 rows, tiles by expert at k = 4 (where they fit):
-  // 1-row tiles for the experts with one row, 4-row ones for those with three or more, so
-  // that none is read twice for a few rows and none pays for a larger tile than it fills.
-  // Against uniform 2-row tiles (H200, 2026-12-03, two routings each): GLM-4.7 k = 4 T = 8..20
-  // moe_dn 0.967 by geomean (T = 20: 0.91-0.92), moe_gu 1.000; Qwen3-Coder-Next T = 24
-  // 0.95 / 0.98. At k = 2 and 3 they ran 5-31% and -1.5-10% slower (the three bodies in
-  // one kernel: not understood), so those keep uniform tiles unless forced.
+  // Where uniform tiles would take 2 or 4 rows and the experts average at least half a row
+  // (P >= E / 2), tiles by expert at k = 4 (where they fit): 1-row tiles for the experts with
+  // one row, 4-row ones for those with three or more, so that none is read twice for a few
+  // rows and none pays for a larger tile than it fills. Against uniform 2-row tiles, same call
+  // (H200, 2026-12-04, two routings x two rounds, bench/results/h200-moe-class-split-ab-session52):
+  // GLM-4.7 T = 12..20 0.89-1.02 (moe_gu T = 20 0.89-0.92, moe_dn 0.91); below half a row
+  // per expert they lost (GLM-4.7 T = 8 up to 1.19, Qwen3-Coder-Next T = 20 1.28-1.33: classes
+  // of a few tiles on a few CTAs), so those keep uniform tiles. At k = 2 and 3 they lose
+  // (per-unit times of the 2- and 4-row classes vary 30-40% between CTAs there, not understood).
   const bool automatic = tile_rows == 0;
   if (automatic) tile_rows = 3 * p <= experts ? 1 : p <= experts ? 2 : 4;
   cuda::detail::GemvArgs g = staged_gemv_args(w, source, in, y, ws);
@@ -46,7 +48,7 @@ bool detail::try_grouped_gemv(const TensorView& source, const GemvInput& in, con
   g.N = int(n);
   g.expert_offsets = expert_offsets, g.experts = int(experts), g.tile_rows = tile_rows;
   g.pdl = g.pdl || pdl;
-  if (automatic && tile_rows > 1 && w.bits() == 4) {
+  if (automatic && tile_rows > 1 && w.bits() == 4 && 2 * p >= experts) {
     cuda::detail::GemvArgs by_expert = g;
     by_expert.tile_rows = kTileRowsByExpert;
     if (plan_grouped_gemv(w.bits(), by_expert).fits) {

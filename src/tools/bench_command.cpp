@@ -229,6 +229,10 @@ void add_bench_command(CLI::App& app) {
   pcmd->add_flag("--hot-x", probe->hot_x, "x in L2 at each call (a decode step's activations); weights stay cold");
   pcmd->add_flag("--warm-code", probe->warm_code,
                  "one unprobed call on other weights after the flush: code and x warm, weights cold");
+  pcmd->add_option("--tile-rows", probe->tile_rows,
+                   "experts: grouped GEMV rows per tile, 1, 2, 4 or -1 (tiles by expert); 0: automatic")
+      ->capture_default_str();
+  pcmd->add_flag("--per-cta", probe->per_cta, "also print each CTA's exit, x staging and units");
   pcmd->callback([probe] { bench::run_gemv_probe(*probe); });
   auto first_load = std::make_shared<bench::FirstLoadOptions>();
   CLI::App* fcmd = bench->add_subcommand(

@@ -107,6 +107,46 @@ TEST(GemvSmem, TilesByExpertClassesByRows) {
   for (int c = 0; c < kGemvClasses; ++c) EXPECT_EQ(gemv_class_rows(c), 1 << c);
 }
 
+// The class split: the whole grid, every class with tiles on at least its minimum, the rest
+// in proportion to work; a class held at its minimum gets no share on top (GLM-4.7 moe_gu
+// T = 16: 9 staged rows at K = 5120 make each 4-row tile need a CTA of its own).
+TEST(GemvSmem, TilesByExpertSplitTheGridByWorkAboveTheMinima) {
+  const int cost[kGemvClasses] = {gemv_class_cost(4, 0), gemv_class_cost(4, 1), gemv_class_cost(4, 2)};
+  for (int64_t x_rows : {9, 14, 64})
+    for (int64_t t0 : {0, 1, 10, 70, 128})
+      for (int64_t t1 : {0, 1, 12, 40})
+        for (int64_t t2 : {0, 1, 5, 11, 30}) {
+          const int64_t tiles[kGemvClasses] = {t0, t1, t2}, us = 192 * 40, grid = 132;
+          int64_t ctas[kGemvClasses] = {-1, -1, -1}, minima = 0;
+          for (int c = 0; c < kGemvClasses; ++c) minima += gemv_class_min_ctas(tiles[c], us, gemv_class_rows(c), x_rows);
+          SCOPED_TRACE(testing::Message() << "x_rows=" << x_rows << " tiles=" << t0 << "," << t1 << "," << t2);
+          const bool ok = gemv_class_split(tiles, us, x_rows, cost, grid, ctas);
+          ASSERT_EQ(ok, minima <= grid);
+          if (!ok) continue;
+          int64_t sum = 0, work = 0;
+          for (int c = 0; c < kGemvClasses; ++c) sum += ctas[c], work += tiles[c] * cost[c];
+          EXPECT_EQ(sum, t0 + t1 + t2 ? grid : 0);
+          for (int c = 0; c < kGemvClasses; ++c) {
+            const int64_t min_c = gemv_class_min_ctas(tiles[c], us, gemv_class_rows(c), x_rows);
+            EXPECT_GE(ctas[c], min_c) << c;
+            if (tiles[c] == 0) EXPECT_EQ(ctas[c], 0) << c;
+            // Above its minimum a class holds no more than its share of the grid (+ the floor's remainder).
+            if (ctas[c] > min_c) EXPECT_LE(ctas[c], grid * tiles[c] * cost[c] / work + kGemvClasses + 1) << c;
+          }
+        }
+  // 4-row tiles that each need a CTA of their own (their share, 10 CTAs, is below that) get
+  // just those, not those and a share again; and with the share above the minimum, the share.
+  const int64_t tiles[kGemvClasses] = {120, 10, 10};
+  int64_t ctas[kGemvClasses] = {};
+  ASSERT_TRUE(gemv_class_split(tiles, 192 * 40, 9, cost, 132, ctas));
+  EXPECT_EQ(ctas[2], gemv_class_min_ctas(10, 192 * 40, 4, 9));
+  EXPECT_EQ(ctas[2], 11);
+  const int64_t more[kGemvClasses] = {70, 20, 11};
+  ASSERT_TRUE(gemv_class_split(more, 192 * 40, 9, cost, 132, ctas));
+  EXPECT_EQ(ctas[2], 132 * 11 * cost[2] / (70 * cost[0] + 20 * cost[1] + 11 * cost[2]));
+  EXPECT_EQ(ctas[0] + ctas[1] + ctas[2], 132);
+}
+
 TEST(GemvSmem, TilesByExpertKeepTheStagedRowsMap) {
   for (int64_t experts : {8, 160, 512})
     for (int64_t x_rows : {1, 14, 64}) {

@@ -90,6 +90,13 @@
 // (two routings, bench/results/h200-moe-tiles-by-expert-ab-session51.jsonl): GLM-4.7 k = 4
 // T = 8..20 moe_dn 0.967 by geomean (T = 20 0.91-0.92), moe_gu 1.000; Qwen3-Coder-Next T = 24
 // 0.95 / 0.98; k = 2 1.05-1.31 and k = 3 0.99-1.10 (slower: automatic at k = 4 only).
+// The class split held at the minima (2026-12-04, fifty-second session): the shares used to
+// come on top of each class's fewest CTAs, so GLM-4.7 moe_gu's 4-row tiles (9 staged rows
+// at K = 5120: a CTA per tile) got those and a share again and ended ~30% before the 1-row
+// ones (gemv-probe --per-cta: exits 157 against 226 us; now 207-223, the call 233 -> 223 us).
+// Same call A/B, k = 4, against the old split: GLM-4.7 T = 12..20 0.92-1.02, T = 8 up to 1.18
+// slower, Qwen3-Coder-Next T = 20 1.16-1.30 slower (few-tile classes): automatic from half a
+// row per expert (h200-moe-class-split-ab-session52).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -112,6 +119,7 @@ struct GemvLaunch {
   int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0, local_off = -1;
   int active_warps = 0;
   int x_rows = 1;
+  int class_cost[kGemvClasses] = {0, 0, 0};  // the mixed kernel's unit costs (gemv_class_cost)
 };
 
 __device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c) {
@@ -908,9 +916,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_kernel(const GemvArgs
 }
 
 // Grouped tiles by expert (kTileRowsByExpert): every CTA counts each class's tiles from
-// the offsets and cuts the grid the same way: first each class's fewest CTAs for its staged
-// rows (gemv_class_min_ctas; the host checked that they fit for any routing), then the rest
-// in proportion to the classes' unit costs, the remainder to the costliest class. CTAs
+// the offsets and cuts the grid the same way (gemv_class_split): in proportion to the
+// classes' work (tiles x unit cost), none below its fewest CTAs for its staged rows
+// (gemv_class_min_ctas; the host checked that they fit for any routing). CTAs
 // [base_c, base_c + ctas_c) run class c's body.
 template <int KB, typename T>
 __global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_mixed_kernel(const GemvArgs args, const GemvLaunch launch) {
@@ -934,33 +942,24 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 1) gemv_mixed_kernel(const Ge
     if ((threadIdx.x & 31) == 0 && sum) atomicAdd(class_tiles + c, sum);
   }
   __syncthreads();
-  const int64_t units_per_tile = int64_t(args.stripes) * args.supertiles;
-  int64_t min_ctas[kGemvClasses], work[kGemvClasses], spare = gridDim.x, all_work = 0, most_work = 0;
-  int costliest = 0;
+  int64_t class_tiles_now[kGemvClasses], ctas[kGemvClasses];
 #pragma unroll
-  for (int c = 0; c < kGemvClasses; ++c) {
-    tiles[c] = class_tiles[c];
-    min_ctas[c] = gemv_class_min_ctas(tiles[c], units_per_tile, gemv_class_rows(c), launch.x_rows);
-    work[c] = int64_t(tiles[c]) * gemv_class_cost(c);
-    spare -= min_ctas[c], all_work += work[c];
-    if (work[c] > most_work) costliest = c, most_work = work[c];
-  }
-  if (spare < 0) __trap();  // the host's bound broken
+  for (int c = 0; c < kGemvClasses; ++c) class_tiles_now[c] = class_tiles[c];
+  if (!gemv_class_split(class_tiles_now, int64_t(args.stripes) * args.supertiles, launch.x_rows, launch.class_cost,
+                        gridDim.x, ctas))
+    __trap();  // the host's bound broken
   GemvClass cls;
-  int base = 0, tile_base = 0, left = int(spare);
-#pragma unroll
-  for (int c = 0; c < kGemvClasses; ++c) left -= all_work ? int(spare * work[c] / all_work) : 0;
+  int base = 0, tile_base = 0;
 #pragma unroll
   for (int c = 0; c < kGemvClasses; ++c) {
-    const int ctas = int(min_ctas[c]) + (all_work ? int(spare * work[c] / all_work) : 0) + (c == costliest ? left : 0);
-    if (tiles[c] && int(blockIdx.x) >= base && int(blockIdx.x) < base + ctas) {
-      cls.cta = int(blockIdx.x) - base, cls.ctas = ctas, cls.cta_base = base, cls.tile_base = tile_base;
+    if (ctas[c] && int(blockIdx.x) >= base && int(blockIdx.x) < base + int(ctas[c])) {
+      cls.cta = int(blockIdx.x) - base, cls.ctas = int(ctas[c]), cls.cta_base = base, cls.tile_base = tile_base;
       if (c == 0) gemv_body<KB, T, gemv_class_rows(0), true, 0>(args, launch, cls);
       else if (c == 1) gemv_body<KB, T, gemv_class_rows(1), true, 1>(args, launch, cls);
       else gemv_body<KB, T, gemv_class_rows(2), true, 2>(args, launch, cls);
       return;
     }
-    base += tiles[c] ? ctas : 0, tile_base += tiles[c];
+    base += int(ctas[c]), tile_base += class_tiles_now[c];
   }
 }
 
@@ -1097,6 +1096,7 @@ void launch_grouped_mixed(const GemvArgs& a, cudaStream_t stream) {
   const GemvSmem map = gemv_smem_map(KB, p.x_rows, a.K, dynamic_smem_base(), a.experts, true);
   GemvLaunch launch;
   launch.x_rows = int(p.x_rows);
+  for (int c = 0; c < kGemvClasses; ++c) launch.class_cost[c] = gemv_class_cost_now(KB, c);
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
   launch.tile_table_off = int(map.tile_table);
   launch.local_off = int(map.local);

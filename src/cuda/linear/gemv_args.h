@@ -96,10 +96,17 @@ KBIT_HD constexpr int gemv_class_of(int64_t expert_rows) {  // -1: no rows, no t
 KBIT_HD constexpr int64_t gemv_class_tiles(int c, int64_t expert_rows) {  // an expert's tiles in class c
   return gemv_class_holds(c, expert_rows) ? (expert_rows + gemv_class_rows(c) - 1) / gemv_class_rows(c) : 0;
 }
-// A unit's relative cost per class, for the CTA split (H200, 2026-12-03): 2-row units
-// 7-11% over 1-row ones on equal reads (GLM-4.7, T = 2, 4), 4-row ~10% over 2-row (GLM-4.7
-// moe_dn T = 16: 132 us for 88 tiles against 130 for 95).
-KBIT_HD constexpr int gemv_class_cost(int c) { return c == 0 ? 92 : c == 1 ? 100 : 110; }
+// A unit's relative cost per class, for the CTA split: per-unit times of the classes' warps in
+// one mixed launch (kbit bench gemv-probe --tile-rows -1 --per-cta, GLM-4.7 moe_gu / moe_dn
+// T = 16; H200, 2026-12-04): k = 2 1 : 1.30-1.40 : 1.35-1.45 (the 2-row tiles' HFMA2 products
+// cost what the 1-row ones' loads do: k = 2 is issue-bound), k = 4 1 : 1.09-1.11 :
+// 1.13-1.18. k = 3 and 5 between (dense M = 1 / 2 / 4 loops: k = 3 like k = 4).
+KBIT_HD constexpr int gemv_class_cost(int bits, int c) {
+  if (bits == 2) return c == 0 ? 74 : c == 1 ? 100 : 105;
+  return c == 0 ? 91 : c == 1 ? 100 : 106;
+}
+// gemv_class_cost, or the costs "c0,c1,c2" in KBIT_GEMV_CLASS_COSTS (for measuring the split; read once).
+int gemv_class_cost_now(int bits, int c);
 // The fewest CTAs class c can run on so that a CTA's units span at most x_rows /
 // rows_per_tile tiles: a CTA's range of L <= tiles * units_per_tile / ctas + 48 units (even
 // shares of 16 warps, or whole segments within kGemvSplitSlack of them) touches at most
@@ -108,6 +115,49 @@ KBIT_HD int64_t gemv_class_min_ctas(int64_t tiles, int64_t units_per_tile, int r
   if (tiles == 0) return 0;
   const int64_t spare = (x_rows / rows_per_tile - 1) * units_per_tile - 48;
   return spare <= 0 ? 0x7fffffff : (tiles * units_per_tile + spare - 1) / spare;
+}
+
+// The mixed kernel's CTAs per class: in proportion to each class's work (tiles x unit cost),
+// but never fewer than its min_ctas; a class held at its minimum leaves the rest of the grid
+// to the others in proportion to theirs (min_ctas came first and the proportional share on
+// top of it before: a class whose staged rows forced many CTAs got a share again, GLM-4.7
+// moe_gu's 4-row tiles ended ~30% before the 1-row ones). The floor's remainder goes to the
+// costliest class not at its minimum. false when the minima exceed the grid (the host's
+// bound broken). Every class with tiles gets at least one CTA (min_ctas >= 1 then).
+KBIT_HD constexpr bool gemv_class_split(const int64_t (&tiles)[kGemvClasses], int64_t units_per_tile, int64_t x_rows,
+                                        const int (&cost)[kGemvClasses], int64_t grid, int64_t (&ctas)[kGemvClasses]) {
+  int64_t min_ctas[kGemvClasses] = {}, work[kGemvClasses] = {}, need = 0;
+  bool at_min[kGemvClasses] = {};
+  for (int c = 0; c < kGemvClasses; ++c) {
+    min_ctas[c] = gemv_class_min_ctas(tiles[c], units_per_tile, gemv_class_rows(c), x_rows);
+    work[c] = tiles[c] * cost[c];
+    need += min_ctas[c];
+    at_min[c] = tiles[c] == 0;
+  }
+  if (need > grid) return false;
+  // Hold at its minimum each class whose share falls below it, until the shares settle
+  // (at most one class more per round).
+  int64_t left = grid, left_work = 0;
+  for (int round = 0; round <= kGemvClasses; ++round) {
+    left = grid, left_work = 0;
+    for (int c = 0; c < kGemvClasses; ++c) {
+      if (at_min[c]) left -= min_ctas[c];
+      else left_work += work[c];
+    }
+    bool moved = false;
+    for (int c = 0; c < kGemvClasses; ++c)
+      if (!at_min[c] && left * work[c] / left_work < min_ctas[c]) at_min[c] = moved = true;
+    if (!moved) break;
+  }
+  int64_t spare = left, most = -1;
+  int costliest = -1;
+  for (int c = 0; c < kGemvClasses; ++c) {
+    ctas[c] = at_min[c] ? min_ctas[c] : left * work[c] / left_work;
+    if (!at_min[c]) spare -= ctas[c];
+    if (!at_min[c] && work[c] > most) costliest = c, most = work[c];
+  }
+  if (costliest >= 0) ctas[costliest] += spare;
+  return true;
 }
 
 // What a grouped launch needs, for the most tiles the rows can make.

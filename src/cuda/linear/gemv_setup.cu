@@ -1,5 +1,8 @@
 // Host helpers of the CUDA-core GEMV: its shared-memory needs (for the planner, no
 // GPU required) and where dynamic shared memory starts in a CTA's window (probed).
+#include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "gemv.cuh"
@@ -22,6 +25,18 @@ int64_t gemv_smem_bytes(int bits, int64_t m, int64_t k) {
   if (m < 1 || m > kGemvMaxM || bits < 2 || bits > 5) return 0;
   const int64_t total = gemv_smem_map(bits, m, k, kTypicalDynamicBase).total;
   return total <= kGemvMaxSmem ? total : 0;
+}
+
+int gemv_class_cost_now(int bits, int c) {
+  static const std::array<int, kGemvClasses> forced = [] {
+    std::array<int, kGemvClasses> v{0, 0, 0};
+    if (const char* e = std::getenv("KBIT_GEMV_CLASS_COSTS")) {
+      if (std::sscanf(e, "%d,%d,%d", &v[0], &v[1], &v[2]) != 3 || v[0] <= 0 || v[1] <= 0 || v[2] <= 0)
+        throw Error(kbit::detail::concat("KBIT_GEMV_CLASS_COSTS must be three positive integers c0,c1,c2, got '", e, "'"));
+    }
+    return v;
+  }();
+  return forced[size_t(c)] > 0 ? forced[size_t(c)] : gemv_class_cost(bits, c);
 }
 
 int dynamic_smem_base() {
