@@ -132,7 +132,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   std::vector<std::vector<double>> cta_med(kCtaStats), cta_p90(kCtaStats), cta_last(kCtaStats);
   std::vector<double> balanced_end;
   // per_cta: by blockIdx.x over the calls: last exit, x staged, units.
-  std::map<int, std::array<std::vector<double>, 3>> by_cta;
+  std::map<int, std::array<std::vector<double>, 4>> by_cta;
   // Per warp index in the CTA, over all calls (is the slow warp always the same one?).
   std::vector<std::vector<double>> by_index(cuda::detail::kGemvWarps);
   std::vector<int> last_count(cuda::detail::kGemvWarps, 0);
@@ -182,6 +182,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
       for (size_t i = 0; i < cs.cta.size(); ++i) {
         auto& v = by_cta[cs.cta[i]];
         v[0].push_back(cs.last_exit[i]), v[1].push_back(cs.x_staged[i]), v[2].push_back(cs.units[i]);
+        v[3].push_back(cs.smid[i]);
       }
       for (int w = 0; w < cuda::detail::kGemvWarps; ++w) {
         by_index[size_t(w)].insert(by_index[size_t(w)].end(), cs.exit_vs_median[size_t(w)].begin(),
@@ -217,12 +218,12 @@ void run_gemv_probe(const GemvProbeOptions& o) {
     std::printf("latest CTA median exit (every CTA balanced inside): %.2f us\n", quantile(balanced_end, 0.5));
   }
   if (o.per_cta && !by_cta.empty()) {
-    std::printf("\n%5s %9s %9s %7s %12s   (medians over the calls; us)\n", "CTA", "x staged", "exit", "units",
-                "us per unit");
+    std::printf("\n%5s %9s %9s %7s %12s %5s   (medians over the calls; us; SM of the first call)\n", "CTA",
+                "x staged", "exit", "units", "us per unit", "SM");
     for (const auto& [cta, v] : by_cta) {
       const double exit = quantile(v[0], 0.5), staged = quantile(v[1], 0.5), units = quantile(v[2], 0.5);
-      std::printf("%5d %9.2f %9.2f %7.0f %12.4f\n", cta, staged, exit, units,
-                  units > 0 ? (exit - staged) / (units / cuda::detail::kGemvWarps) : 0.0);
+      std::printf("%5d %9.2f %9.2f %7.0f %12.4f %5.0f\n", cta, staged, exit, units,
+                  units > 0 ? (exit - staged) / (units / cuda::detail::kGemvWarps) : 0.0, v[3].front());
     }
   }
   std::printf("\nwarp index in the CTA:     ");
@@ -268,6 +269,7 @@ GemvCtaSummary summarize_gemv_ctas(const unsigned long long* stamps, int64_t war
     out.last_exit.push_back(last), out.median_exit.push_back(median), out.tail.push_back(last - median);
     out.x_staged.push_back(staged), out.loop.push_back(last - staged), out.units.push_back(units);
     out.cta.push_back(int(c0 / d::kGemvWarps));
+    out.smid.push_back(int(stamps[c0 * d::kGemvProbeSlots + d::kProbeSmid]));
   }
   return out;
 }

@@ -37,7 +37,7 @@ void run_gemv_probe(const GemvProbeOptions& o);
 // median and how often it is the CTA's last. Times in us from t0 (globaltimer ns).
 struct GemvCtaSummary {
   std::vector<double> last_exit, median_exit, tail, x_staged, loop, units;  // one per CTA with units
-  std::vector<int> cta;                                                   // its blockIdx.x
+  std::vector<int> cta, smid;                                             // its blockIdx.x and SM
   int latest = -1;  // which of them ends last
   std::vector<std::vector<double>> exit_vs_median;  // [warp index in the CTA] over the CTAs
   std::vector<int> last_count;                      // [warp index in the CTA]

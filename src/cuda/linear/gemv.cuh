@@ -332,6 +332,11 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
     }
   };
   stamp(kProbeEntry);
+  if (probe && lane == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    probe[kProbeSmid] = sm;
+  }
 #ifdef KBIT_GEMV_PROBE_PHASES
   auto stamp_phase = stamp;
 #else

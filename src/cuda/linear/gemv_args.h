@@ -63,7 +63,7 @@ struct GemvArgs : LinearOperands {
   unsigned long long* probe = nullptr;
 };
 
-inline constexpr int kGemvProbeSlots = 10;
+inline constexpr int kGemvProbeSlots = 11;
 enum GemvProbe : int {
   kProbeEntry = 0,        // first instruction
   kProbeLoadsIssued = 1,  // the first D units' weight loads issued
@@ -76,6 +76,7 @@ enum GemvProbe : int {
   // Only in builds with -DKBIT_GEMV_PROBE_PHASES (each stamp moves the kernel's code):
   kProbeOffsetsRead = 8,  // grouped: the expert offsets used (this warp's share of the table written)
   kProbeXArrived = 9,     // the first chunk of x in registers (lane 0)
+  kProbeSmid = 10,        // value: the SM the warp runs on (%smid)
 };
 
 // Grouped tiles by expert (GemvArgs::tile_rows == kTileRowsByExpert, the mixed kernel):
