@@ -131,7 +131,7 @@ void run_gemv_probe(const GemvProbeOptions& o) {
   const char* cta_names[] = {"CTA last exit", "CTA median exit", "CTA tail", "CTA x staged", "CTA loop", "CTA units"};
   std::vector<std::vector<double>> cta_med(kCtaStats), cta_p90(kCtaStats), cta_last(kCtaStats);
   std::vector<double> balanced_end;
-  // per_cta: by blockIdx.x over the calls: last exit, x staged, units.
+  // per_cta: by blockIdx.x over the calls: last exit, x staged, units, SM.
   std::map<int, std::array<std::vector<double>, 4>> by_cta;
   // Per warp index in the CTA, over all calls (is the slow warp always the same one?).
   std::vector<std::vector<double>> by_index(cuda::detail::kGemvWarps);

@@ -76,7 +76,8 @@ enum GemvProbe : int {
   // Only in builds with -DKBIT_GEMV_PROBE_PHASES (each stamp moves the kernel's code):
   kProbeOffsetsRead = 8,  // grouped: the expert offsets used (this warp's share of the table written)
   kProbeXArrived = 9,     // the first chunk of x in registers (lane 0)
-  kProbeSmid = 10,        // value: the SM the warp runs on (%smid)
+  // In every build again:
+  kProbeSmid = 10,  // value: the SM the warp runs on (%smid)
 };
 
 // Grouped tiles by expert (GemvArgs::tile_rows == kTileRowsByExpert, the mixed kernel):
@@ -101,7 +102,8 @@ KBIT_HD constexpr int64_t gemv_class_tiles(int c, int64_t expert_rows) {  // an 
 // one mixed launch (kbit bench gemv-probe --tile-rows -1 --per-cta, GLM-4.7 moe_gu / moe_dn
 // T = 16; H200, 2026-12-04): k = 2 1 : 1.30-1.40 : 1.35-1.45 (the 2-row tiles' HFMA2 products
 // cost what the 1-row ones' loads do: k = 2 is issue-bound), k = 4 1 : 1.09-1.11 :
-// 1.13-1.18. k = 3 and 5 between (dense M = 1 / 2 / 4 loops: k = 3 like k = 4).
+// 1.13-1.18. k = 3 takes k = 4's (its dense M = 1 / 2 / 4 loops scale like k = 4's; not probed);
+// k = 5 has no mixed kernel.
 KBIT_HD constexpr int gemv_class_cost(int bits, int c) {
   if (bits == 2) return c == 0 ? 74 : c == 1 ? 100 : 105;
   return c == 0 ? 91 : c == 1 ? 100 : 106;
