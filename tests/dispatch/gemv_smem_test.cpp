@@ -25,7 +25,7 @@ TEST(GemvSmem, RegionsAreApartAlignedAndInside) {
             const int64_t x_end = s.x + rows * supertiles * 256;
             const int64_t table_bytes = experts ? (2 * (experts + 1) + kGemvWarps) * 4 : 0;
             const Region lut{s.lut, s.lut + gemv_lut_bytes(bits)};
-            const Region xs{s.x, s.tile_table + table_bytes};
+            const Region xs{s.x, s.x_bar + kGemvXBarBytes};
             SCOPED_TRACE(testing::Message() << "k=" << bits << " rows=" << rows << " K=" << k << " base=" << base
                                             << " experts=" << experts);
             EXPECT_TRUE(lut.end <= xs.begin || xs.end <= lut.begin);
@@ -43,6 +43,8 @@ TEST(GemvSmem, RegionsAreApartAlignedAndInside) {
             EXPECT_GE(s.tile_table, s.x_scales + rows * supertiles * 4);
             EXPECT_EQ(s.x % 16, 0);
             EXPECT_EQ(s.tile_table % 16, 0);
+            EXPECT_GE(s.x_bar, s.tile_table + table_bytes);  // x's mbarrier after the tile table
+            EXPECT_EQ(s.x_bar % 16, 0);
             if (gemv_prmt_table(bits)) EXPECT_EQ((base + s.lut) % 65536, 0);  // one prmt forms the address
           }
 }

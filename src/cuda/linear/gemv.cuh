@@ -97,6 +97,16 @@
 // Same call A/B, k = 4, against the old split: GLM-4.7 T = 12..20 0.92-1.02, T = 8 up to 1.18
 // slower, Qwen3-Coder-Next T = 20 1.16-1.30 slower (few-tile classes): automatic from half a
 // row per expert (h200-moe-class-split-ab-session52).
+// x by bulk copies (GemvLaunch::x_bulk; H200, 2026-12-04, fifty-third session): warp 0 copies
+// x's raw rows into the staged x with cp.async.bulk (one round trip whatever M and K), the
+// threads convert in place; LDG staging took one round trip per 4 chunks per thread (K = 12288
+// or M >= 2 at K = 5120: two or more). Same-call A/B against LDG staging
+// (h200-ab-gemv-x-bulk-session53): glm47 o, shared_dn M = 1, 2 2-4% faster, q M = 2, 4 2-3.4%;
+// M = 1 at K = 5120 0-1.4%; 84 rows (M = 1, 2, 4, k = 2, 4, with and without PDL) geomean 0.993.
+// x's first chunk still arrives ~2.7 us after the request, in L2 or not, copies or LDGs
+// (gemv-probe --hot-x): it waits behind the grid's first weight wave either way. Grouped calls
+// gained nothing at one row and 1-2% at T = 8..16 (noise of one routing): copies only above
+// kGemvXBulkMinValues staged values; not in the mixed kernel (spills).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -116,9 +126,13 @@ namespace kbit::cuda::detail {
 // Per launch: where the regions are, how many warps have units (grouped: computed on
 // the device) and how many rows of x a CTA stages.
 struct GemvLaunch {
-  int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0, local_off = -1;
+  int lut_off = 0, x_off = 0, x_scales_off = 0, tile_table_off = 0, x_bar_off = 0, local_off = -1;
   int active_warps = 0;
   int x_rows = 1;
+  // x's raw rows copied by the copy engine (cp.async.bulk) into their staged places and
+  // converted there, where LDGs would return behind the warps' first weight loads
+  // (gemv_x_bulk: 16-byte rows, no SwiGLU).
+  bool x_bulk = false;
   int class_cost[kGemvClasses] = {0, 0, 0};  // the mixed kernel's unit costs (gemv_class_cost)
 };
 
@@ -479,7 +493,35 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
       if (chunk < x_chunks) x_early[b] = load_x8_raw(args, row_base + chunk / x_row_chunks, chunk % x_row_chunks * 8).a;
     }
   };
-  if (early_x) request_early_x(0);
+  // x by bulk copies (GemvLaunch::x_bulk): warp 0 arms the barrier and issues one copy of K
+  // values per staged row that holds data (x_staged_row(r) < M) to its place in the staged x;
+  // every thread waits on it after a CTA barrier (for the barrier's init) and converts in place.
+  const uint32_t xs = sbase + uint32_t(x_off), x_bar = sbase + uint32_t(launch.x_bar_off);
+  // (Not in the mixed kernel: its three bodies spilled 4 bytes at k = 4, fp16, with them.)
+  const bool x_bulk = !MIXED && launch.x_bulk;
+  auto x_staged_row = [&](int r) { return MIXED ? staged_src[r] : row_base + r; };  // args.M and up: none
+  auto issue_x_bulk = [&](int rows) {
+    if (warp != 0) return;
+    if (lane == 0) {
+      mbarrier_init(x_bar, 1);
+      mbarrier_init_fence();
+    }
+    __syncwarp();
+    const uint32_t row_bytes = uint32_t(args.K) * 2;
+    unsigned copies = 0;
+    for (int r0 = 0; r0 < rows; r0 += 32)
+      copies += __popc(__ballot_sync(0xffffffffu, r0 + lane < rows && x_staged_row(r0 + lane) < args.M));
+    if (lane == 0) mbarrier_arrive_expect_tx(x_bar, copies * row_bytes);
+    for (int r = lane; r < rows; r += 32) {
+      const int t = x_staged_row(r);
+      if (t >= args.M) continue;
+      const int64_t row = args.x_gather ? int64_t(__ldg(args.x_gather + t) / args.x_gather_div) : int64_t(t);
+      bulk_copy_to_shared(xs + uint32_t(r) * uint32_t(S * 256), static_cast<const uint16_t*>(args.x) + row * args.ldx,
+                          row_bytes, x_bar);
+    }
+  };
+  if (x_bulk && !args.pdl && !GROUPED) issue_x_bulk(launch.x_rows);
+  else if (early_x) request_early_x(0);
   // GROUPED: the CTA stages only the rows of the tiles its units span (launch.x_rows at
   // most, rows past args.M are zeros), from row_base on. Its first chunks are requested
   // before the weights, as in dense calls. (After the weights measured 1-2% faster at T = 1
@@ -493,7 +535,8 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
       row_base = t_first;
       const int rows = t_last + 1 - row_base;
       if (rows > launch.x_rows) __trap();  // host bound broken
-      if (!args.x_swiglu) request_early_x(row_base);
+      if (x_bulk) issue_x_bulk(launch.x_rows);
+      else if (!args.x_swiglu) request_early_x(row_base);
       // row_expert[r] for the CTA's rows: thread e writes expert e's rows in the window, a
       // thread per row outside [offsets[0], offsets[E]) writes -1. One round trip to the
       // offsets and one CTA barrier.
@@ -528,7 +571,8 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
     } else {
       row_base = first_row(t_first, expert_of(t_first));
       if (first_row(t_last, expert_of(t_last)) + M - row_base > launch.x_rows) __trap();  // host bound broken
-      if (!args.x_swiglu) request_early_x(row_base);
+      if (x_bulk) issue_x_bulk(launch.x_rows);
+      else if (!args.x_swiglu) request_early_x(row_base);
     }
   }
   if (active) {
@@ -592,7 +636,10 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   }
   stamp(kProbeTableBuilt);
   // x, y, the residual and the workspace may come from the previous kernel.
-  if constexpr (!GROUPED) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if constexpr (!GROUPED) {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (x_bulk && args.pdl) issue_x_bulk(launch.x_rows);
+  }
 
   // Stage x: each run of 16 threads converts one supertile (128 values) of one token to
   // fp16 times 2^e, e chosen from the run's absmax so that |x| * 2^e < 2^kXLog2Max: 512
@@ -616,54 +663,73 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   }  // used after the staging barrier
   const int64_t kpad = S * 128;
   {
-    const uint32_t xs = sbase + uint32_t(x_off);
     // Chunks of 8 columns; a thread loads kBatch chunks before converting any, so that
-    // long rows (K = 12288, or 4 rows) do not pay one global latency per chunk.
+    // long rows (K = 12288, or 4 rows) do not pay one global latency per chunk. With bulk
+    // copies the raw chunks are in place already: loaded from there, converted in place.
     constexpr int kBatch = kXBatch;
     const int row_chunks = x_row_chunks, chunks = MIXED ? staged_rows * x_row_chunks : x_chunks;
-    const bool requested_early = early_x || (GROUPED && !MIXED && !args.x_swiglu);
-    for (int c0 = int(threadIdx.x); c0 < chunks; c0 += kBatch * kThreads) {
-      XRaw raw[kBatch];
-      const int early = requested_early && c0 == int(threadIdx.x) ? kXEarly : 0;
+    const bool requested_early = !x_bulk && (early_x || (GROUPED && !MIXED && !args.x_swiglu));
+    if (x_bulk) {
+      __syncthreads();  // the barrier's init, by warp 0
+      mbarrier_wait(x_bar, 0);
+    }
+    // One chunk: x8 as floats, its run's 2^e, the fp16 values stored in place (the same for
+    // the 16 threads of a run).
+    auto convert_store = [&](int chunk, const XRaw& raw, bool first) {
+      float v[8];
+      x8_to_float<T>(args, raw, v);
+      // (The comparison makes the stamp wait for x's data; it folds away without the probe phases.)
+      if (first && v[0] != 12345.0f) stamp_phase(kProbeXArrived);
+      float m = 0.0f;
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int chunk = c0 + b * kThreads;
-        if (b < early) {
-          if (chunk < chunks) raw[b].a = x_early[b];
-        } else if (chunk < chunks) {
-          const int r = chunk / row_chunks;
-          raw[b] = load_x8_raw(args, MIXED ? staged_src[r] : row_base + r, chunk % row_chunks * 8);
-        }
+      for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
+      const unsigned half_warp = 0xffffu << (threadIdx.x & 16);  // a run of 16 threads
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(half_warp, m, off));
+      int e = 0;
+      if (m > 0.0f && isfinite(m)) {
+        int ex;
+        frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(kXLog2Max - ex) below 2^kXLog2Max
+        e = max(-100, min(100, kXLog2Max - ex));
       }
+      const float scale = __int_as_float((127 + e) << 23);
+      uint32_t h[4];
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int chunk = c0 + b * kThreads;
-        if (chunk >= chunks) break;  // the same for the 16 threads of a run
-        float v[8];
-        x8_to_float<T>(args, raw[b], v);
-        // (The comparison makes the stamp wait for x's data; it folds away without the probe phases.)
-        if (b == 0 && c0 == int(threadIdx.x) && v[0] != 12345.0f) stamp_phase(kProbeXArrived);
-        float m = 0.0f;
+      for (int i = 0; i < 4; ++i) {
+        const __half2 p = __floats2half2_rn(v[2 * i] * scale, v[2 * i + 1] * scale);
+        h[i] = *reinterpret_cast<const uint32_t*>(&p);
+      }
+      sts128(xs + uint32_t(chunk * 16), make_uint4(h[0], h[1], h[2], h[3]));
+      if ((threadIdx.x & 15) == 0) x_scales[chunk / 16] = __int_as_float((127 - e) << 23);
+    };
+    if (x_bulk) {
+      // The copied rows' chunks from shared memory; rows without data and columns past K
+      // are zeros (never copied).
+      for (int chunk = int(threadIdx.x); chunk < chunks; chunk += kThreads) {
+        XRaw raw;
+        if (x_staged_row(chunk / row_chunks) < args.M && chunk % row_chunks * 8 < args.K)
+          raw.a = lds128(xs + uint32_t(chunk) * 16);
+        convert_store(chunk, raw, chunk == int(threadIdx.x));
+      }
+    } else {
+      for (int c0 = int(threadIdx.x); c0 < chunks; c0 += kBatch * kThreads) {
+        XRaw raw[kBatch];
+        const int early = requested_early && c0 == int(threadIdx.x) ? kXEarly : 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
-        const unsigned half_warp = 0xffffu << (threadIdx.x & 16);  // a run of 16 threads
-#pragma unroll
-        for (int off = 8; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(half_warp, m, off));
-        int e = 0;
-        if (m > 0.0f && isfinite(m)) {
-          int ex;
-          frexpf(m, &ex);  // m in [2^(ex-1), 2^ex): m * 2^(kXLog2Max - ex) below 2^kXLog2Max
-          e = max(-100, min(100, kXLog2Max - ex));
+        for (int b = 0; b < kBatch; ++b) {
+          const int chunk = c0 + b * kThreads;
+          if (b < early) {
+            if (chunk < chunks) raw[b].a = x_early[b];
+          } else if (chunk < chunks) {
+            raw[b] = load_x8_raw(args, x_staged_row(chunk / row_chunks), chunk % row_chunks * 8);
+          }
         }
-        const float scale = __int_as_float((127 + e) << 23);
-        uint32_t h[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const __half2 p = __floats2half2_rn(v[2 * i] * scale, v[2 * i + 1] * scale);
-          h[i] = *reinterpret_cast<const uint32_t*>(&p);
+        for (int b = 0; b < kBatch; ++b) {
+          const int chunk = c0 + b * kThreads;
+          if (chunk >= chunks) break;  // the same for the 16 threads of a run
+          convert_store(chunk, raw[b], b == 0 && c0 == int(threadIdx.x));
         }
-        sts128(xs + uint32_t(chunk * 16), make_uint4(h[0], h[1], h[2], h[3]));
-        if ((threadIdx.x & 15) == 0) x_scales[chunk / 16] = __int_as_float((127 - e) << 23);
       }
     }
   }
@@ -973,8 +1039,9 @@ void launch_gemv_kernel(const GemvArgs& a, const GemvSmem& map, GemvLaunch launc
   auto kernel = gemv_kernel<KB, T, M, GROUPED>;
   const dim3 grid{unsigned(ctas)}, block{unsigned(kGemvWarps * 32)};
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
-  launch.tile_table_off = int(map.tile_table);
+  launch.tile_table_off = int(map.tile_table), launch.x_bar_off = int(map.x_bar);
   launch.local_off = int(map.local);
+  launch.x_bulk = gemv_x_bulk(a, launch.x_rows);
   launch_maybe_pdl(kernel, grid, block, size_t(map.total), stream, a.pdl, "gemv kernel launch", a, launch);
   check_launch("gemv kernel");
 }
@@ -1103,8 +1170,8 @@ void launch_grouped_mixed(const GemvArgs& a, cudaStream_t stream) {
   launch.x_rows = int(p.x_rows);
   for (int c = 0; c < kGemvClasses; ++c) launch.class_cost[c] = gemv_class_cost_now(KB, c);
   launch.lut_off = int(map.lut), launch.x_off = int(map.x), launch.x_scales_off = int(map.x_scales);
-  launch.tile_table_off = int(map.tile_table);
-  launch.local_off = int(map.local);
+  launch.tile_table_off = int(map.tile_table), launch.x_bar_off = int(map.x_bar);
+  launch.local_off = int(map.local);  // (x_bulk stays off: the kernel does not take it)
   launch_maybe_pdl(kernel, dim3(unsigned(p.ctas)), dim3(kGemvWarps * 32), size_t(map.total), stream, a.pdl,
                    "gemv kernel launch (tiles by expert)", a, launch);
   check_launch("gemv kernel (tiles by expert)");

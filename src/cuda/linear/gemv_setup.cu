@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "gemv.cuh"
 
@@ -37,6 +38,18 @@ int gemv_class_cost_now(int bits, int c) {
     return v;
   }();
   return forced[size_t(c)] > 0 ? forced[size_t(c)] : gemv_class_cost(bits, c);
+}
+
+bool gemv_x_bulk(const GemvArgs& a, int64_t x_rows) {
+  static const int forced = [] {
+    const char* e = std::getenv("KBIT_GEMV_X_BULK");
+    if (!e) return -1;
+    const std::string_view v(e);
+    if (v != "0" && v != "1") throw Error(kbit::detail::concat("KBIT_GEMV_X_BULK must be 0 or 1, got '", e, "'"));
+    return v == "1" ? 1 : 0;
+  }();
+  if (forced == 0 || !a.x_vec || a.K % 8 != 0 || a.x_swiglu) return false;
+  return forced == 1 || !a.expert_offsets || x_rows * a.K > kGemvXBulkMinValues;
 }
 
 int dynamic_smem_base() {

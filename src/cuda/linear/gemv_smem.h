@@ -11,10 +11,12 @@ namespace kbit::cuda::detail {
 
 // Dynamic shared memory map of one CTA (offsets from the dynamic base): the pair
 // table, x (M rows of supertiles * 128 fp16 values), x's power-of-two scales
-// ([M][supertiles] floats, 2^-e), the grouped tile table, and the local pieces.
+// ([M][supertiles] floats, 2^-e), the grouped tile table, the mbarrier of x's bulk copies
+// (kGemvXBarBytes), and the local pieces.
 struct GemvSmem {
-  int64_t lut = 0, x = 0, x_scales = 0, tile_table = 0, local = 0, total = 0;  // local -1: none
+  int64_t lut = 0, x = 0, x_scales = 0, tile_table = 0, x_bar = 0, local = 0, total = 0;  // local -1: none
 };
+inline constexpr int64_t kGemvXBarBytes = 16;
 
 // Split stripes whose warps are all in one CTA meet in shared memory: a head and a tail
 // piece slot per warp ([2 * kGemvWarps][16][kGemvMaxM] floats), then per warp an arrival
@@ -52,7 +54,7 @@ inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_b
   const int64_t supertiles = (k + 127) / 128;
   const int64_t x_bytes = x_rows * supertiles * 128 * 2, scale_bytes = (x_rows * supertiles * 4 + 15) / 16 * 16;
   const int64_t table_bytes = gemv_tile_table_bytes(experts, x_rows, mixed);
-  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes, local_bytes = gemv_local_bytes();
+  const int64_t xs_bytes = x_bytes + scale_bytes + table_bytes + kGemvXBarBytes, local_bytes = gemv_local_bytes();
   if (gemv_prmt_table(bits)) {
     // The table on the first 64 KB boundary of the window; x, then the local pieces, before
     // it where they fit (the local pieces alone when x does not), else after it.
@@ -78,6 +80,7 @@ inline GemvSmem gemv_smem_map(int bits, int64_t x_rows, int64_t k, int64_t dyn_b
   }
   s.x_scales = s.x + x_bytes;
   s.tile_table = s.x_scales + scale_bytes;
+  s.x_bar = s.tile_table + table_bytes;
   return s;
 }
 
