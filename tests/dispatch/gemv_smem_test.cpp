@@ -159,5 +159,27 @@ TEST(GemvSmem, TilesByExpertKeepTheStagedRowsMap) {
     }
 }
 
+// x by bulk copies: only 16-byte rows at 16-byte addresses without SwiGLU; dense always,
+// grouped above kGemvXBulkMinValues staged values (KBIT_GEMV_X_BULK unset in the tests).
+TEST(GemvSmem, BulkCopiesOfXWhereRowsAllowThem) {
+  GemvArgs a;
+  a.x_vec = true, a.K = 5120, a.M = 1;
+  EXPECT_TRUE(gemv_x_bulk(a, 1));
+  a.K = 5120 + 4;  // rows of 10248 bytes: not a multiple of 16
+  EXPECT_FALSE(gemv_x_bulk(a, 1));
+  a.K = 5120, a.x_vec = false;  // misaligned x or stride
+  EXPECT_FALSE(gemv_x_bulk(a, 1));
+  a.x_vec = true, a.x_swiglu = true;  // two halves per row
+  EXPECT_FALSE(gemv_x_bulk(a, 1));
+  a.x_swiglu = false;
+  const int32_t offsets[2] = {0, 1};
+  a.expert_offsets = offsets, a.experts = 1;
+  EXPECT_FALSE(gemv_x_bulk(a, 1));  // grouped: 5120 staged values
+  EXPECT_TRUE(gemv_x_bulk(a, 2));
+  a.K = 1536;
+  EXPECT_FALSE(gemv_x_bulk(a, 4));
+  EXPECT_TRUE(gemv_x_bulk(a, 6));
+}
+
 }  // namespace
 }  // namespace kbit::cuda::detail

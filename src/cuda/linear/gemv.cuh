@@ -102,7 +102,8 @@
 // threads convert in place; LDG staging took one round trip per 4 chunks per thread (K = 12288
 // or M >= 2 at K = 5120: two or more). Same-call A/B against LDG staging
 // (h200-ab-gemv-x-bulk-session53): glm47 o, shared_dn M = 1, 2 2-4% faster, q M = 2, 4 2-3.4%;
-// M = 1 at K = 5120 0-1.4%; 84 rows (M = 1, 2, 4, k = 2, 4, with and without PDL) geomean 0.993.
+// M = 1 at K = 5120 0-1.4%; 84 rows (M = 1, 2, 4, k = 2, 4, with and without PDL) geomean 0.993;
+// k = 3, 5 on every model: the 26 GEMV rows 0.977, k = 5 at M = 2, 4 up to 6.5% faster.
 // x's first chunk still arrives ~2.7 us after the request, in L2 or not, copies or LDGs
 // (gemv-probe --hot-x): it waits behind the grid's first weight wave either way. Grouped calls
 // gained nothing at one row and 1-2% at T = 8..16 (noise of one routing): copies only above
