@@ -483,7 +483,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   // slower (4e73e85).
   // (Two chunks, no SwiGLU half: few registers live across the weight requests; M = 1
   // up to K = 8192 is all of x.)
-  constexpr int kXBatch = 4, kXEarly = 2;  // chunks of 8 columns per thread in flight
+  constexpr int kXBatch = 4, kXEarly = kGemvXEarlyChunks;  // chunks of 8 columns per thread in flight
   const int x_row_chunks = int(S * 16), x_chunks = launch.x_rows * x_row_chunks;  // 16 | row_chunks
   const bool early_x = !GROUPED && !args.pdl && !args.x_swiglu;
   uint4 x_early[kXEarly];

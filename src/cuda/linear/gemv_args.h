@@ -110,12 +110,14 @@ KBIT_HD constexpr int gemv_class_cost(int bits, int c) {
 }
 // gemv_class_cost, or the costs "c0,c1,c2" in KBIT_GEMV_CLASS_COSTS (for measuring the split; read once).
 int gemv_class_cost_now(int bits, int c);
+// Chunks of 8 values of x each thread requests before the weights when it stages x by loads.
+inline constexpr int kGemvXEarlyChunks = 2;
 // Whether a call staging x_rows rows per CTA stages x by bulk copies (GemvLaunch::x_bulk):
 // rows of 16-byte multiples at 16-byte aligned addresses, no SwiGLU; grouped calls only
-// where the loads would take more than one batch of chunks per thread (kGemvXBulkMinValues:
-// below it grouped calls measured the same or up to 1% slower with copies). KBIT_GEMV_X_BULK=0
-// turns them off, =1 on wherever they can run (for measuring).
-inline constexpr int64_t kGemvXBulkMinValues = 2 * kGemvWarps * 32 * 8;
+// where x is more than the loads' early requests cover (kGemvXBulkMinValues: below it grouped
+// calls measured the same or up to 1% slower with copies). KBIT_GEMV_X_BULK=0 turns them off,
+// =1 on wherever they can run (for measuring).
+inline constexpr int64_t kGemvXBulkMinValues = int64_t(kGemvXEarlyChunks) * kGemvWarps * 32 * 8;
 bool gemv_x_bulk(const GemvArgs& a, int64_t x_rows);
 // The fewest CTAs class c can run on so that a CTA's units span at most x_rows /
 // rows_per_tile tiles: a CTA's range of L <= tiles * units_per_tile / ctas + 48 units (even
