@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/clock_json.h"
 #include "bench/inputs.h"
 #include "core/build_info.h"
 #include "bench/timing.h"
@@ -206,6 +207,8 @@ void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, c
                         {"gemms_us", tg.median_us}, {"ratio", tf.median_us / tg.median_us},
                         {"route_alone_us", tr.median_us}, {"combine_alone_us", tc.median_us}, {"device", dev.name},
                         {"commit", kbit::detail::kGitCommit}});
+        add_clock_fields(rows.back(), tf.clocks, "forward_");
+        add_clock_fields(rows.back(), tg.clocks, "gemms_");
       }
     }
   }
@@ -292,8 +295,8 @@ void run_moe_bench(const MoeBenchOptions& o) {
   const DeviceInfo dev = device_info();
   std::vector<nlohmann::json> rows;
   std::printf("device: %s; model %s; routing: seeded random logits, top-k softmax\n\n", dev.name.c_str(), o.model.c_str());
-  std::printf("%-12s %5s %2s %7s %8s %12s %12s %8s %9s %9s\n", "projection", "T", "k", "experts", "touched", "cuBLAS us",
-              "kbit us", "speedup", "kbit TB/s", "routings");
+  std::printf("%-12s %5s %2s %7s %8s %12s %12s %8s %9s %9s %9s\n", "projection", "T", "k", "experts", "touched",
+              "cuBLAS us", "kbit us", "speedup", "kbit TB/s", "routings", "kbit MHz");
   for (const auto& p : shapes.projections) {
     if (p.experts <= 1) continue;
     RoutedMoeBench bench(p, o.seed);
@@ -301,14 +304,19 @@ void run_moe_bench(const MoeBenchOptions& o) {
       for (int64_t t : o.tokens) {
         const RoutedMoeTiming r = bench.time(t, bits, o.repeats, o.kbit);
         const double tb = r.cublas.median_us, tk = r.kbit.median_us;
-        std::printf("%-12s %5lld %2d %7lld %8.1f %12.2f %12.2f %7.2fx %9.2f %9zu\n", p.name.c_str(), (long long)t, bits,
-                    (long long)p.experts, r.touched, tb, tk, tb / tk, r.kbit_tbps, r.routings);
-        rows.push_back({{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
-                        {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
-                        {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
-                        {"kbit_effective_TBps", r.kbit_tbps}, {"settle_ms", default_settle_ms()},
-                        {"kbit_items", std::string(linear_items_name(o.kbit.items))}, {"kbit_tile_rows", o.kbit.tile_rows},
-                        {"device", dev.name}, {"commit", kbit::detail::kGitCommit}});
+        std::printf("%-12s %5lld %2d %7lld %8.1f %12.2f %12.2f %7.2fx %9.2f %9zu %9.0f\n", p.name.c_str(),
+                    (long long)t, bits, (long long)p.experts, r.touched, tb, tk, tb / tk, r.kbit_tbps, r.routings,
+                    r.kbit.clocks.sm_mhz_median);
+        nlohmann::json row{{"model", o.model}, {"projection", p.name}, {"tokens", t}, {"top_k", p.active}, {"bits", bits},
+                           {"experts", p.experts}, {"touched", r.touched}, {"routings", r.routings}, {"n", p.N},
+                           {"k", p.K}, {"cublas_grouped_us", tb}, {"kbit_expert_linear_us", tk}, {"speedup", tb / tk},
+                           {"kbit_effective_TBps", r.kbit_tbps}, {"settle_ms", default_settle_ms()},
+                           {"kbit_items", std::string(linear_items_name(o.kbit.items))},
+                           {"kbit_tile_rows", o.kbit.tile_rows}, {"device", dev.name},
+                           {"commit", kbit::detail::kGitCommit}};
+        add_clock_fields(row, r.cublas.clocks, "cublas_");
+        add_clock_fields(row, r.kbit.clocks, "kbit_");
+        rows.push_back(std::move(row));
       }
   }
   run_moe_forward_rows(o, shapes, dev, rows);

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "bench/clock_json.h"
+
 namespace kbit::bench {
 namespace {
 
@@ -146,6 +148,7 @@ std::string row_json(const Row& r, const RunInfo& info) {
     j["roofline_fraction"] = r.roofline_us / r.t.median_us;
     j["valid"] = r.valid, j["cosine"] = r.cosine, j["max_abs_error"] = r.max_abs_error;
     j["max_scaled_error"] = r.max_scaled_error;
+    add_clock_fields(j, r.t.clocks);
   }
   j["device"] = info.device.name;
   j["compute_capability"] = info.device.cc_major * 10 + info.device.cc_minor;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/clock_json.h"
 #include "bench/inputs.h"
 #include "core/build_info.h"
 #include "bench/timing.h"
@@ -191,7 +192,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
       check_cuda(cudaMemset(yd.data(), 0xff, yd.size()), "skinny: poison");
       const Timing tm = time_graph(launch, t);
       row.median_us = tm.median_us, row.p10_us = tm.p10_us, row.p90_us = tm.p90_us, row.mean_us = tm.mean_us;
-      row.cv_pct = tm.cv_pct, row.samples_us = tm.samples_us;
+      row.cv_pct = tm.cv_pct, row.samples_us = tm.samples_us, row.clocks = tm.clocks;
       validate(row);
     };
     auto base_row = [&](const std::string& backend) {
@@ -232,7 +233,7 @@ std::vector<SkinnyBenchRow> run_skinny_bench(const SkinnyBenchOptions& o) {
             },
             t);
         row.median_us = tm.median_us, row.p10_us = tm.p10_us, row.p90_us = tm.p90_us, row.mean_us = tm.mean_us;
-        row.cv_pct = tm.cv_pct, row.samples_us = tm.samples_us;
+        row.cv_pct = tm.cv_pct, row.samples_us = tm.samples_us, row.clocks = tm.clocks;
         row.valid = true;  // nothing to validate: no output
       } catch (const std::exception& e) {
         row.error = e.what();
@@ -317,6 +318,7 @@ std::string skinny_row_json(const SkinnyBenchRow& r) {
                       {"registers_per_thread", r.registers_per_thread}, {"spill_bytes", r.spill_bytes},
                       {"commit", kbit::detail::kGitCommit}};
   if (!r.error.empty()) j["error"] = r.error;
+  add_clock_fields(j, r.clocks);
   return j.dump();
 }
 

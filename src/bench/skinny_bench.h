@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/clock_monitor.h"
 #include "dispatch/linear_configs.h"
 #include "kbit/skinny.h"
 
@@ -37,6 +38,7 @@ struct SkinnyBenchRow {
   double cache_multiplier = 0;
   double median_us = 0, p10_us = 0, p90_us = 0, mean_us = 0, cv_pct = 0;
   std::vector<double> samples_us;
+  ClockStats clocks;
   bool valid = false;
   double cosine = 0, max_abs_error = 0, max_scaled_error = 0;
   int registers_per_thread = 0, spill_bytes = 0;

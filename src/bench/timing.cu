@@ -49,6 +49,8 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
   for (int i = 0; i < o.calls_per_graph; ++i) launch(stream, i);
   check_cuda(cudaStreamEndCapture(stream, &graph), "bench: end capture");
   check_cuda(cudaGraphInstantiate(&exec, graph, 0), "bench: instantiate");
+  ClockMonitor clocks;
+  clocks.start();
   for (int i = 0; i < o.warmup_replays; ++i) check_cuda(cudaGraphLaunch(exec, stream), "bench: warm-up");
   // Settle: replay until the SM clock has answered this work's own power (timing.h).
   if (o.settle_ms > 0.0) {
@@ -62,6 +64,7 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
   check_cuda(cudaEventCreate(&start), "bench: event");
   check_cuda(cudaEventCreate(&stop), "bench: event");
   Timing t;
+  clocks.mark();
   for (int r = 0; r < o.repeats; ++r) {
     check_cuda(cudaEventRecord(start, stream), "bench: record");
     for (int i = 0; i < o.replays; ++i) check_cuda(cudaGraphLaunch(exec, stream), "bench: replay");
@@ -71,6 +74,7 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
     check_cuda(cudaEventElapsedTime(&ms, start, stop), "bench: elapsed");
     t.samples_us.push_back(1000.0 * ms / (double(o.replays) * o.calls_per_graph));
   }
+  t.clocks = clocks.stop();
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaGraphExecDestroy(exec);

@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/clock_monitor.h"
+
 namespace kbit::bench {
 
 struct Timing {
   double median_us = 0, p10_us = 0, p90_us = 0, mean_us = 0, cv_pct = 0;
   std::vector<double> samples_us;  // per call
+  ClockStats clocks;               // over the timed samples (clock_monitor.h)
 };
 
 // How long the work is replayed, untimed, before its samples (ms), unless a TimingOptions

@@ -138,11 +138,14 @@ void add_stream_bench_command(CLI::App& app) {
   c->callback([o] { bench::run_stream_bench(*o); });
 }
 
-void add_settle_option(CLI::App* cmd) {
+void add_timing_options(CLI::App* cmd) {
   cmd->add_option_function<double>("--settle-ms", [](double ms) { bench::set_default_settle_ms(ms); },
                                    "untimed replays of each row's work before its samples, in ms (the SM clock follows "
                                    "the power of the work before with a lag; default " +
                                        std::to_string(int(bench::kDefaultSettleMs)) + ")");
+  cmd->add_flag_function("--no-record-clocks", [](std::int64_t) { bench::set_clock_recording(false); },
+                         "do not sample the SM clock, power and clock event reasons (NVML) while timing; by default "
+                         "every row carries them where the driver's NVML is present");
 }
 
 void add_bench_command(CLI::App& app) {
@@ -163,7 +166,7 @@ void add_bench_command(CLI::App& app) {
   bench->add_option("--svg", o->svg_path, "plot of time against M for --plot-shape");
   bench->add_option("--plot-shape", o->svg_shape, "model.projection to plot")->capture_default_str();
   bench->add_option("--plot-bits", o->svg_bits, "bit width of the kbit lines in the plot")->capture_default_str();
-  add_settle_option(bench);
+  add_timing_options(bench);
   bench->require_subcommand(0, 1);
 
   struct FormatArgs {
@@ -177,7 +180,7 @@ void add_bench_command(CLI::App& app) {
   fmt->add_option("--cols", f->cols, "matrix columns K")->capture_default_str();
   fmt->add_option("--json", f->json, "write one JSON object per row to this file");
   fmt->add_option("--repeats", f->repeats, "timed samples per row")->capture_default_str();
-  add_settle_option(fmt);
+  add_timing_options(fmt);
   fmt->callback([f] {
     KBIT_REQUIRE(f->rows > 0 && f->cols > 0 && f->repeats > 0, "bench format: sizes must be positive");
     bench::run_format_bench(f->rows, f->cols, f->json, f->repeats);
@@ -187,7 +190,7 @@ void add_bench_command(CLI::App& app) {
                                                      "vs the copy kernel, cost inside kbit::linear at M = 1");
   hcmd->add_option("--json", had->json, "write one JSON object per row to this file");
   hcmd->add_option("--repeats", had->repeats, "timed samples per row")->capture_default_str();
-  add_settle_option(hcmd);
+  add_timing_options(hcmd);
   hcmd->callback([had] {
     KBIT_REQUIRE(had->repeats > 0, "--repeats must be positive");
     bench::run_hadamard_bench(had->json, had->repeats);
@@ -211,7 +214,7 @@ void add_bench_command(CLI::App& app) {
   mcmd->add_option("--warps", moe->kbit.warps, "warps per CTA, 4 or 8 (0: the plan's)");
   mcmd->add_option("--tile-rows", moe->kbit.tile_rows,
                    "the grouped GEMV's rows per tile, 1, 2 or 4, or -1 (by each expert's rows: 1, 2 or 4; 0: from the rows per expert)");
-  add_settle_option(mcmd);
+  add_timing_options(mcmd);
   mcmd->callback([moe, moe_items] {
     moe->kbit.items = parse_linear_items(*moe_items);
     KBIT_REQUIRE(moe->repeats > 0, "--repeats must be positive");
@@ -255,7 +258,7 @@ void add_bench_command(CLI::App& app) {
   auto repeats = std::make_shared<int>(15);
   CLI::App* cal = bench->add_subcommand("calibrate", "check the timing core: a device copy and cuBLAS bf16 baselines");
   cal->add_option("--repeats", *repeats, "timed samples per row")->capture_default_str();
-  add_settle_option(cal);
+  add_timing_options(cal);
   cal->callback([repeats] {
     const int rc = calibrate(*repeats);
     if (rc) throw CLI::RuntimeError(rc);

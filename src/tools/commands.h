@@ -13,8 +13,9 @@ void add_stream_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 
-// --settle-ms on a timing command: untimed replays before each row's samples (bench/timing.h).
-void add_settle_option(CLI::App* cmd);
+// A timing command's --settle-ms (untimed replays before each row's samples, bench/timing.h) and
+// --no-record-clocks (bench/clock_monitor.h).
+void add_timing_options(CLI::App* cmd);
 
 // True when stderr is a terminal (progress lines are drawn only there).
 bool stderr_is_terminal();

@@ -74,7 +74,7 @@ void add_tune_skinny(CLI::App* tune) {
               "weight requests overlapping the previous call's end as in a decode step (rows kbit_skinny_pdl)");
   s->add_option("--json", a->json, "one JSON object per (M, backend, config)");
   s->add_option("--table-out", a->table_out, "sweep: merge the fastest config per M into this table (with --pdl also the fastest under PDL, as pdl entries)");
-  add_settle_option(s);
+  add_timing_options(s);
   s->callback([a] {
     a->o.ms = parse_m_list(a->m);
     const auto slash = a->shard.find('/');
@@ -133,7 +133,7 @@ void add_tune_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   tune->add_option("--out", a->out, "table to merge into and write (rebuild to compile it in)")->capture_default_str();
-  add_settle_option(tune);
+  add_timing_options(tune);
   add_tune_skinny(tune);
   tune->final_callback([tune, a] {
     if (!tune->get_subcommands().empty()) return;

@@ -67,6 +67,10 @@
 // two rounds, 36 rows per M): M = 24 / 32 / 64 geomean 0.975 / 0.972 / 0.983, M <= 16 neutral.
 // Stream-K over stripes items (2026-12-02): slower than whole splits on every large shape
 // (glm47 q M = 16, k = 4 23.2 us against 22.7); dropped, bench/results/*session38*.
+// Block scales in fp32 after each block's two MMAs (kFp32Scales: n_tiles 1 in cta, stripes and
+// cta_shuffle items but k = 4's; H200, 2026-12-04, A/B in three rounds on two machines, every
+// dense row at M = 1, 4, 8, 16 on these kernels): geomean 0.988, cta k = 2 0.974, cta_shuffle
+// k = 5 0.973 (Qwen3 2048 x 512 M = 16 3.70 -> 3.48 us), glm47 kv M = 4 k = 2 5.90 -> 5.61.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -113,13 +117,17 @@ __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t s) {
 // Block scale byte j of a lane's scale word as a packed pair (s, s), exact:
 // fp16 holds E4M4 / 16 as the bits byte << 6 (E4M4 subnormals become fp16
 // subnormals; the 16 goes into the tensor scale), bf16 goes through fp32.
+// Block scale byte j of a lane's scale word as an fp32 value, exact (subnormals included):
+// E4M4 * 16, the value scale_pair<bf16> packs (so its tensor-scale factor is 1).
+__device__ __forceinline__ float scale_float(uint32_t word, int j) {
+  return __uint_as_float(__byte_perm(word, 0u, 0x4440u + j) << 19) * 0x1p116f;
+}
 template <typename T>
 __device__ __forceinline__ uint32_t scale_pair(uint32_t word, int j) {
-  const uint32_t b = __byte_perm(word, 0u, 0x4440u + j);
   if constexpr (std::is_same_v<T, __half>) {
-    return b * 0x00400040u;
+    return __byte_perm(word, 0u, 0x4440u + j) * 0x00400040u;
   } else {
-    const float f = __uint_as_float(b << 19) * 0x1p116f;
+    const float f = scale_float(word, j);
     uint32_t d;
     asm("cvt.rn.bf16x2.f32 %0, %1, %1;\n" : "=r"(d) : "f"(f));
     return d;
@@ -554,6 +562,13 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   constexpr bool kWgmma = ITEMS == FusedItems::wgmma;
   static_assert(!kWgmma || (WARPS % 4 == 0 && (NT == 4 || NT == 8)), "wgmma items: whole warpgroups, n_tiles 4 or 8");
   constexpr bool kShareX = items_share_x(ITEMS);
+  // Block scales in fp32 after each block's MMAs (kFp32Scales) or on the decoded pairs: A/B on
+  // the H200 (2026-12-04, two rounds, every dense M = 1..16 row on these kernels): n_tiles 1
+  // 1-3% faster by geomean (cta k = 2 0.973, cta_shuffle k = 5 0.973, stripes 0.99) except
+  // cta_shuffle k = 4 (1.017); n_tiles 2 1.6-2.8% slower (stripes k = 3..5 spilled 8-24 bytes,
+  // the FFMAs per n-tile add up); warp items spilled 8 bytes at k = 3.
+  constexpr bool kFp32Scales = NT == 1 && (ITEMS == FusedItems::cta || ITEMS == FusedItems::stripes ||
+                                           (ITEMS == FusedItems::cta_shuffle && KB != 4));
   constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
   constexpr int kStride = kCta ? WARPS : 1;
   // supertiles of weight loads in flight per warp
@@ -617,7 +632,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   };
   bool table_pending = kTable && kCtaLoop;  // the same in every thread of the CTA
   if constexpr (kTable && !kCtaLoop) build_pair_table();
-  const float ts = meta->tensor_scale * kScalePairFactor<T>;
+  // kFp32Scales: the block scales in fp32 (scale_float: factor 1); else on the pairs (scale_pair).
+  const float ts = meta->tensor_scale * (kFp32Scales ? 1.0f : kScalePairFactor<T>);
   const bool pair_stores = pair_stores_allowed(args);  // 4-byte pair stores (store_full_tile)
   const uint32_t lut_lane = uint32_t(__cvta_generic_to_shared(lut)) + uint32_t(lane % Lut::replicas) * 4;
   const uint16_t* x = static_cast<const uint16_t*>(args.x);
@@ -834,20 +850,45 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
                 xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
               }
             }
+            if constexpr (kFp32Scales) {
+              // The block's two k16 steps on its unscaled levels into `part`, then the block
+              // scales of rows g and g + 8 in fp32 (one FFMA per accumulator): 4 FFMA and two
+              // scales where scaling every decoded pair takes 8 mul.x2 and two packed scales,
+              // and the products keep the levels' precision.
+              uint32_t a[2][4];
 #pragma unroll
-            for (int s = 0; s < 2; ++s) {
-              uint32_t a[4];
-              const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
-              if constexpr (KB >= 3 && !kTable) {
-                decode_pairs_shuffle<KB>(w, j, s, cb_lane, a);
-              } else {
-                decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              for (int s = 0; s < 2; ++s) {
+                if constexpr (KB >= 3 && !kTable) {
+                  decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
+                } else {
+                  decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
+                }
               }
-              a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
-              a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
+              const float f_lo = scale_float(cur.scales.x, j), f_hi = scale_float(cur.scales.y, j);
 #pragma unroll
-              for (int nt = 0; nt < NT; ++nt)
-                mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+              for (int nt = 0; nt < NT; ++nt) {
+                float part[4];
+                mma_16816_zero_c<T>(part, a[0], xv[nt].x, xv[nt].y);
+                mma_16816<T>(part, a[1], xv[nt].z, xv[nt].w);
+                acc[nt][0] = fmaf(part[0], f_lo, acc[nt][0]), acc[nt][1] = fmaf(part[1], f_lo, acc[nt][1]);
+                acc[nt][2] = fmaf(part[2], f_hi, acc[nt][2]), acc[nt][3] = fmaf(part[3], f_hi, acc[nt][3]);
+              }
+            } else {
+#pragma unroll
+              for (int s = 0; s < 2; ++s) {
+                uint32_t a[4];
+                const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
+                if constexpr (KB >= 3 && !kTable) {
+                  decode_pairs_shuffle<KB>(w, j, s, cb_lane, a);
+                } else {
+                  decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+                }
+                a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
+                a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                  mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+              }
             }
           }
         }
