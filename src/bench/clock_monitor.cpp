@@ -86,9 +86,13 @@ std::string clock_event_reason_names(uint64_t reasons) {
       {0x40, "hw_thermal"},       {0x80, "hw_power_brake"},     {0x100, "display_clocks"}};
   if (reasons == 0) return "none";
   std::string s;
+  auto add = [&](const char* name) {
+    if (!s.empty()) s += '+';
+    s += name;
+  };
   for (const auto& [bit, name] : kNames)
-    if (reasons & bit) s += (s.empty() ? "" : "+") + std::string(name), reasons &= ~bit;
-  if (reasons) s += (s.empty() ? "" : "+") + std::string("other");
+    if (reasons & bit) add(name), reasons &= ~bit;
+  if (reasons) add("other");
   return s;
 }
 

@@ -24,6 +24,10 @@ struct ClockStats {
   uint64_t event_reasons = 0;
 };
 
+// Whether the clocks were held down by power or temperature (software power cap, hardware
+// slowdown, thermal limits, power brake) at some sample of the window.
+inline bool clock_limited(const ClockStats& c) { return c.available && (c.event_reasons & 0xECull) != 0; }
+
 // The reasons' names, "+"-joined ("sw_power_cap+hw_slowdown"); "none" for 0.
 std::string clock_event_reason_names(uint64_t reasons);
 

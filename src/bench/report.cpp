@@ -40,7 +40,8 @@ std::string format_tables(const std::vector<Row>& rows, const RunInfo& info) {
       << info.device.sms << " SMs), CUDA runtime " << info.device.cuda_runtime << ", commit " << info.commit << ", "
       << info.date << "\n"
       << "measured: HBM read " << fmt("%.2f", info.read_tbps) << " TB/s, launch floor "
-      << fmt("%.2f", info.launch_floor_us) << " us; times are medians in us; * = invalid result\n";
+      << fmt("%.2f", info.launch_floor_us) << " us; times are medians in us; * = invalid result, ^ = timed while\n"
+      << "power or temperature held the clocks down (the JSON rows' clock fields)\n";
   const auto backends = backend_order(rows);
   std::set<int64_t> ms;
   std::set<int> bits_set;
@@ -94,7 +95,7 @@ std::string format_tables(const std::vector<Row>& rows, const RunInfo& info) {
             continue;
           }
           const Row& r = *it->second;
-          out << fmt("%15.2f", r.t.median_us) << (r.valid ? " " : "*");
+          out << fmt("%15.2f", r.t.median_us) << (!r.valid ? "*" : clock_limited(r.t.clocks) ? "^" : " ");
           if (r.valid && !replaced) {
             totals[bits][b] += r.t.median_us * calls;
             if (r.is_kbit) best = std::min(best, r.t.median_us);

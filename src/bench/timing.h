@@ -25,7 +25,9 @@ struct Timing {
 // into its 700 W software power cap under heavy rows, and its SM clock answers the power of
 // the work before with a lag of ~0.5 s (nvidia-smi every 20 ms, 2026-12-03: 1425-1935 MHz
 // under the cap, 1965-1980 otherwise). Without settling, an issue-bound kernel timed right
-// after heavy work ran up to 37% slower, depending on the rows before it.
+// after heavy work ran up to 37% slower, depending on the rows before it. Heavy rows stay
+// under the cap whatever the settling (GLM-4.7 routed moe_gu at T = 8: 1665-1890 MHz, the
+// grouped GEMV itself drawing ~650-700 W): Timing::clocks records what each row ran at.
 inline constexpr double kDefaultSettleMs = 200.0;
 void set_default_settle_ms(double ms);
 double default_settle_ms();

@@ -17,6 +17,22 @@ TEST(ClockMonitor, ReasonNames) {
   EXPECT_EQ(clock_event_reason_names(0x1000 | 0x20), "sw_thermal+other");
 }
 
+TEST(ClockMonitor, LimitedOnlyByPowerOrTemperature) {
+  ClockStats c;
+  c.event_reasons = 0x4;
+  EXPECT_FALSE(clock_limited(c));  // nothing recorded
+  c.available = true;
+  EXPECT_TRUE(clock_limited(c));
+  for (uint64_t r : {0x8ull, 0x20ull, 0x40ull, 0x80ull}) {
+    c.event_reasons = r;
+    EXPECT_TRUE(clock_limited(c)) << r;
+  }
+  for (uint64_t r : {0x0ull, 0x1ull, 0x2ull, 0x10ull, 0x100ull}) {
+    c.event_reasons = r;
+    EXPECT_FALSE(clock_limited(c)) << r;
+  }
+}
+
 TEST(ClockMonitor, JsonFieldsOnlyWhereRecorded) {
   nlohmann::json j = nlohmann::json::object();
   add_clock_fields(j, ClockStats{});

@@ -37,6 +37,9 @@ TEST(BenchReport, TablesTotalsAndSpeedups) {
   EXPECT_NE(t.find("M = 1"), std::string::npos);
   EXPECT_NE(t.find("2.50x"), std::string::npos) << t;  // q: 10 / 4
   EXPECT_NE(t.find("1.00*"), std::string::npos) << t;  // invalid row marked
+  EXPECT_EQ(t.find("10.00^"), std::string::npos) << t;  // no clock record: no mark
+  rows[0].t.clocks.available = true, rows[0].t.clocks.event_reasons = 0x4;  // q's cuBLAS row under the power cap
+  EXPECT_NE(format_tables(rows, info).find("10.00^"), std::string::npos);
   // TOTAL for cuBLAS: q 10 + moe 5 x 2 active + o 3 x 2 per block = 26
   EXPECT_NE(t.find("26.00"), std::string::npos) << t;
   // the kbit total is incomplete (o invalid), so no best-kbit total is claimed
