@@ -114,14 +114,14 @@ __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t s) {
   return d;
 }
 
-// Block scale byte j of a lane's scale word as a packed pair (s, s), exact:
-// fp16 holds E4M4 / 16 as the bits byte << 6 (E4M4 subnormals become fp16
-// subnormals; the 16 goes into the tensor scale), bf16 goes through fp32.
 // Block scale byte j of a lane's scale word as an fp32 value, exact (subnormals included):
 // E4M4 * 16, the value scale_pair<bf16> packs (so its tensor-scale factor is 1).
 __device__ __forceinline__ float scale_float(uint32_t word, int j) {
   return __uint_as_float(__byte_perm(word, 0u, 0x4440u + j) << 19) * 0x1p116f;
 }
+// Block scale byte j of a lane's scale word as a packed pair (s, s), exact:
+// fp16 holds E4M4 / 16 as the bits byte << 6 (E4M4 subnormals become fp16
+// subnormals; the 16 goes into the tensor scale), bf16 goes through fp32.
 template <typename T>
 __device__ __forceinline__ uint32_t scale_pair(uint32_t word, int j) {
   if constexpr (std::is_same_v<T, __half>) {
@@ -850,20 +850,21 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
                 xv[nt] = load_x8(x, args.ldx, args.M, args.K, args.x_vec, m0 + nt * 8 + g, st * 128 + 8 * c + 32 * j);
               }
             }
+            // k-step s of block j: the A registers of its unscaled levels.
+            auto decode = [&](int s, uint32_t(&a)[4]) {
+              if constexpr (KB >= 3 && !kTable) {
+                decode_pairs_shuffle<KB>(w, j, s, cb_lane, a);
+              } else {
+                decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              }
+            };
             if constexpr (kFp32Scales) {
               // The block's two k16 steps on its unscaled levels into `part`, then the block
               // scales of rows g and g + 8 in fp32 (one FFMA per accumulator): 4 FFMA and two
               // scales where scaling every decoded pair takes 8 mul.x2 and two packed scales,
               // and the products keep the levels' precision.
               uint32_t a[2][4];
-#pragma unroll
-              for (int s = 0; s < 2; ++s) {
-                if constexpr (KB >= 3 && !kTable) {
-                  decode_pairs_shuffle<KB>(w, j, s, cb_lane, a[s]);
-                } else {
-                  decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a[s]);
-                }
-              }
+              decode(0, a[0]), decode(1, a[1]);
               const float f_lo = scale_float(cur.scales.x, j), f_hi = scale_float(cur.scales.y, j);
 #pragma unroll
               for (int nt = 0; nt < NT; ++nt) {
@@ -878,11 +879,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
               for (int s = 0; s < 2; ++s) {
                 uint32_t a[4];
                 const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
-                if constexpr (KB >= 3 && !kTable) {
-                  decode_pairs_shuffle<KB>(w, j, s, cb_lane, a);
-                } else {
-                  decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
-                }
+                decode(s, a);
                 a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
                 a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
 #pragma unroll
