@@ -321,6 +321,31 @@ TEST(GpuLinear, Tile256Alone) {
   check_shape(256, 2048, {300}, {2, 3, 4, 5}, false, 604, &cases);
 }
 
+// Only cta and cta_shuffle items at n_tiles 2: cta_shuffle (and cta at k = 2) warps copy their
+// supertiles' activations into rings of their own (fused_warp_x_ring), cta at k >= 3 loads
+// them; on shapes small enough for racecheck: K = 96 (one supertile, past K), K = 5152 (40
+// whole supertiles and one past K), x not 16-byte aligned (K = 33: stores instead of copies);
+// M = 9 .. 33 (rows past M, 1-3 token tiles), with and without K splits.
+TEST(GpuLinear, TwoTokenTileCtaItemsAlone) {
+  KBIT_SKIP_WITHOUT_GPU();
+  std::vector<PathCase> cases;
+  for (int warps : {4, 8}) {
+    for (int splits : {1, 3}) {
+      LinearOptions f;
+      f.path = LinearPath::fused_mma;
+      f.n_tiles = 2, f.warps = warps, f.splits = splits, f.items = LinearItems::cta;
+      cases.push_back({f, "cta nt=2 warps=" + std::to_string(warps) + " splits=" + std::to_string(splits)});
+    }
+    LinearOptions s;
+    s.path = LinearPath::fused_mma;
+    s.n_tiles = 2, s.warps = warps, s.items = LinearItems::cta_shuffle;
+    cases.push_back({s, "cta_shuffle nt=2 warps=" + std::to_string(warps)});
+  }
+  check_shape(100, 96, {9, 16, 17, 33}, {2, 3, 4, 5}, false, 607, &cases);
+  check_shape(48, 5152, {9, 16}, {2, 3, 4, 5}, false, 608, &cases);
+  check_shape(17, 33, {9, 16}, {2, 3, 4, 5}, false, 609, &cases);
+}
+
 // Only the stream-K tile items (wgmma_stream), on shapes small enough for racecheck: 2 or 4
 // stripe groups of 16 supertiles each, so that every CTA takes one supertile of one tile
 // and each tile is summed from 16 pieces; 64 and 128 tokens (one partial token tile), one

@@ -24,7 +24,8 @@
 // WARPS adjacent stripes, one per warp, in lock step with the activations copied once per
 // CTA into a shared-memory ring (stripes). D supertiles of weight loads in flight per
 // warp (clamped, branch-free); the activations one supertile ahead in registers for
-// n_tiles = 1 (M <= 8) in warp and cta modes. wgmma items (sm_90a, n_tiles 4 or 8): stripes
+// n_tiles = 1 (M <= 8) in warp and cta modes, in a per-warp shared-memory ring at n_tiles 2
+// for items without a pair table (fused_warp_x_ring). wgmma items (sm_90a, n_tiles 4 or 8): stripes
 // items of one or two warpgroups whose ring holds x as wgmma core matrices (each 16-byte chunk of x
 // scattered as four pairs to match the mma16 k order); per supertile each warp decodes its 8
 // A fragments and each warpgroup issues 8 wgmma.mma_async m64nNk16 (N = 32 or 64 tokens)
@@ -71,6 +72,10 @@
 // cta_shuffle items but k = 4's; H200, 2026-12-04, A/B in three rounds on two machines, every
 // dense row at M = 1, 4, 8, 16 on these kernels): geomean 0.988, cta k = 2 0.974, cta_shuffle
 // k = 5 0.973 (Qwen3 2048 x 512 M = 16 3.70 -> 3.48 us), glm47 kv M = 4 k = 2 5.90 -> 5.61.
+// Activations through a per-warp ring (fused_warp_x_ring: cta_shuffle items and k = 2's cta items at
+// n_tiles 2; H200, 2026-12-04, A/B of every dense M = 16 row, then the M = 16 losers re-tuned):
+// glm47 moe_dn k = 4 7.02 -> 6.36 us (cuBLAS bf16 6.72), kv k = 4 / 5 8.79 / 10.36 -> 7.28 / 7.73
+// (cta_shuffle n_tiles 2; cuBLAS 10.04), Qwen3 4096 x 2048 k = 2 6.62 -> 5.40.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -303,9 +308,29 @@ __device__ __forceinline__ void build_tile_table(const int32_t* offsets, int exp
 // 16-byte chunks XOR-swizzled by 4 (row & 1): conflict-free fragment reads.
 constexpr int kFusedXSlots = 3;
 constexpr int kFusedXRowBytes = 128 * 2;
-template <int NT, FusedItems ITEMS>
+// Items without a pair table at n_tiles 2 (cta_shuffle, and cta at k = 2; M = 9..16): each
+// warp copies its own supertiles' activations into a ring of two slots in the same tile
+// layout, one supertile ahead, where they loaded x when they used it (registers for a
+// prefetch: 64 of 128), an L2 round trip per supertile on each warp's path (ncu, glm47 moe_dn
+// M = 16 k = 4: 42% of the stall samples long-scoreboard, on the MMAs waiting for x; 13% at
+// M = 8, which prefetches into registers). A/B on the H200 (2026-12-04, every dense M = 16 row):
+// glm47 moe_dn k = 4 7.01 -> 6.35 us, kv k = 5 10.36 -> 9.15, Qwen3 q k = 2 6.53 -> 5.37. With
+// the pair table (cta, k >= 3) the ring's 64 KB per CTA of 8 warps leaves L1 too little of x:
+// 11-16% slower, so those items keep their loads. History: three slots, and a lane per row
+// copying 8 chunks (32 lines per copy instruction), made these rows 1.5-2.3x slower.
+template <int KB, int NT, FusedItems ITEMS>
+constexpr bool fused_warp_x_ring() {
+  return NT == 2 && (ITEMS == FusedItems::cta_shuffle || (ITEMS == FusedItems::cta && KB == 2));
+}
+constexpr int kFusedWarpXSlots = 2;
+template <int KB, int NT, int WARPS, FusedItems ITEMS>
+constexpr int fused_warp_x_slots() {
+  return fused_warp_x_ring<KB, NT, ITEMS>() ? kFusedWarpXSlots : 0;
+}
+template <int KB, int NT, int WARPS, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
-  return items_share_x(ITEMS) ? size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes : 0;
+  if constexpr (items_share_x(ITEMS)) return size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes;
+  return size_t(fused_warp_x_slots<KB, NT, WARPS, ITEMS>()) * WARPS * NT * 8 * kFusedXRowBytes;
 }
 
 template <int KB>
@@ -577,6 +602,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   constexpr int kLutWords = kTable ? Lut::words : 0;
   using StageT = Stage<KB>;
   constexpr bool kPrefetchX = NT == 1 && !kShareX;  // M <= 8: next supertile's activations one step ahead
+  constexpr int kWarpXSlots = fused_warp_x_slots<KB, NT, WARPS, ITEMS>();  // n_tiles 2: a ring per warp
+  constexpr bool kWarpX = kWarpXSlots > 0;
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
   uint32_t* lut = smem;
@@ -644,7 +671,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   if (args.expert_offsets) {
     // The offsets come from the routing kernel: wait for it before reading them.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    tile_start = reinterpret_cast<int32_t*>(smem + kLutWords + kRedWords + fused_x_ring_bytes<NT, ITEMS>() / 4);
+    tile_start = reinterpret_cast<int32_t*>(smem + kLutWords + kRedWords + fused_x_ring_bytes<KB, NT, WARPS, ITEMS>() / 4);
     build_tile_table(args.expert_offsets, args.experts, NT * 8, tile_start);
     items = tile_start[args.experts] * units;  // splits == 1
   }
@@ -747,6 +774,36 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
       }
       cp_async_commit();
     };
+    // Items with a ring per warp (fused_warp_x_ring): warp `warp` copies its own supertiles.
+    auto copy_warp_x_tile = [&](int st, int slot) {
+      if (st < st_end) {
+        // Lanes 0-15 copy chunk `lane` of rows 0, 2, .., 14, lanes 16-31 of rows 1, .., 15: two
+        // rows (4 lines) per copy instruction. ldx made opaque per call, so that the 8 row
+        // addresses are computed here, not kept in registers across the item (they spilled).
+        int64_t ldx = args.ldx;
+        asm volatile("mov.b64 %0, %0;\n" : "+l"(ldx));
+        const int hi = lane >> 4, cc = lane & 15, col = st * 128 + 8 * cc;
+        const uint32_t dst = x_ring + uint32_t((warp * kWarpXSlots + slot) * kXSlotBytes + hi * kFusedXRowBytes +
+                                               ((cc ^ (4 * hi)) * 16));
+        if (st < x_full_end && m0 + NT * 8 <= args.M) {
+          const uint16_t* src = x + int64_t(m0 + hi) * ldx + col;
+#pragma unroll
+          for (int u = 0; u < NT * 4; ++u) cp_async16_through_l1(dst + u * 2 * kFusedXRowBytes, src + 2 * u * ldx, 16);
+        } else {  // rows past M, the supertile reaching past K, or x not 16-byte aligned
+#pragma unroll
+          for (int u = 0; u < NT * 4; ++u) {
+            const int t = min(m0 + 2 * u + hi, args.M - 1);
+            const uint32_t d = dst + u * 2 * kFusedXRowBytes;
+            if (args.x_vec) {
+              cp_async16_through_l1(d, x + t * ldx + (col < args.K ? col : 0), col < args.K ? 16 : 0);
+            } else {
+              sts128(d, load_x8(x, ldx, args.M, args.K, false, t, col));
+            }
+          }
+        }
+      }
+      cp_async_commit();
+    };
     auto load_x_tile = [&](uint4 (&xs)[4], int nt, int st) {
       if (st < x_full_end) {
 #pragma unroll
@@ -780,6 +837,10 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
       for (int s = 0; s + 1 < kFusedXSlots; ++s) copy_x_tile(st_first + s, s);
     }
+    if constexpr (kWarpX) {
+#pragma unroll
+      for (int s = 0; s + 1 < kWarpXSlots; ++s) copy_warp_x_tile(st_first + s * kStride, s);
+    }
     if constexpr (kTable && kCtaLoop) {
       if (table_pending) build_pair_table(), table_pending = false;  // CTA-uniform: the barrier is safe
     }
@@ -805,7 +866,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           __syncthreads();
           copy_x_tile(st + kFusedXSlots - 1, x_slot == 0 ? kFusedXSlots - 1 : x_slot - 1);
         }
-        const uint32_t x_tile = x_ring + uint32_t(x_slot * kXSlotBytes);
+        if constexpr (kWarpX) {
+          cp_async_wait_pending(kWarpXSlots - 2);
+          __syncwarp();
+          copy_warp_x_tile(st + (kWarpXSlots - 1) * kStride, x_slot == 0 ? kWarpXSlots - 1 : x_slot - 1);
+        }
+        const uint32_t x_tile = x_ring + uint32_t((kWarpX ? warp * kWarpXSlots + x_slot : x_slot) * kXSlotBytes);
         uint32_t w[2 * KB];
 #pragma unroll
         for (int u = 0; u < KB; ++u) w[2 * u] = cur.w[u].x, w[2 * u + 1] = cur.w[u].y;
@@ -841,7 +907,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
             for (int nt = 0; nt < NT; ++nt) {
               if constexpr (kPrefetchX) {
                 xv[nt] = xcur[j];
-              } else if constexpr (kShareX) {
+              } else if constexpr (kShareX || kWarpX) {
                 const int r = nt * 8 + g;
                 xv[nt] = lds128(x_tile + uint32_t(r * kFusedXRowBytes + (((4 * j + c) ^ (4 * (r & 1))) * 16)));
               } else if (x_full) {
@@ -890,12 +956,14 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           }
         }
         if constexpr (kShareX) x_slot = x_slot + 1 == kFusedXSlots ? 0 : x_slot + 1;
+        if constexpr (kWarpX) x_slot = x_slot + 1 == kWarpXSlots ? 0 : x_slot + 1;
       }
     }
     if constexpr (kShareX) {
       cp_async_wait_pending(0);  // only empty groups are left; none may land in the next item's ring
       if (!stores) continue;     // (the next item starts with a barrier every warp reaches)
     }
+    if constexpr (kWarpX) cp_async_wait_pending(0);
 
     if constexpr (kCta) {  // warps of the CTA: sum in warp order
 #pragma unroll
@@ -927,7 +995,7 @@ constexpr size_t fused_smem_bytes(bool grouped = false) {
   constexpr bool cta = ITEMS == FusedItems::cta || ITEMS == FusedItems::cta_shuffle;
   return (ITEMS == FusedItems::cta_shuffle ? 0 : size_t(PairLut<KB>::words) * 4) +
          (cta ? size_t(WARPS) * NT * 4 * 32 * 4 : 0) +
-         fused_x_ring_bytes<NT, ITEMS>() +
+         fused_x_ring_bytes<KB, NT, WARPS, ITEMS>() +
          (grouped ? size_t(kbit::kMaxExperts + 1) * 4 : 0);  // the tile table
 }
 
