@@ -323,14 +323,14 @@ constexpr bool fused_warp_x_ring() {
   return NT == 2 && (ITEMS == FusedItems::cta_shuffle || (ITEMS == FusedItems::cta && KB == 2));
 }
 constexpr int kFusedWarpXSlots = 2;
-template <int KB, int NT, int WARPS, FusedItems ITEMS>
+template <int KB, int NT, FusedItems ITEMS>
 constexpr int fused_warp_x_slots() {
   return fused_warp_x_ring<KB, NT, ITEMS>() ? kFusedWarpXSlots : 0;
 }
 template <int KB, int NT, int WARPS, FusedItems ITEMS>
 constexpr size_t fused_x_ring_bytes() {
   if constexpr (items_share_x(ITEMS)) return size_t(kFusedXSlots) * NT * 8 * kFusedXRowBytes;
-  return size_t(fused_warp_x_slots<KB, NT, WARPS, ITEMS>()) * WARPS * NT * 8 * kFusedXRowBytes;
+  return size_t(fused_warp_x_slots<KB, NT, ITEMS>()) * WARPS * NT * 8 * kFusedXRowBytes;
 }
 
 template <int KB>
@@ -602,7 +602,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   constexpr int kLutWords = kTable ? Lut::words : 0;
   using StageT = Stage<KB>;
   constexpr bool kPrefetchX = NT == 1 && !kShareX;  // M <= 8: next supertile's activations one step ahead
-  constexpr int kWarpXSlots = fused_warp_x_slots<KB, NT, WARPS, ITEMS>();  // n_tiles 2: a ring per warp
+  constexpr int kWarpXSlots = fused_warp_x_slots<KB, NT, ITEMS>();  // n_tiles 2: a ring per warp
   constexpr bool kWarpX = kWarpXSlots > 0;
   extern __shared__ __align__(16) uint32_t smem[];
   __shared__ uint32_t cb16[32];
