@@ -41,14 +41,24 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   // (H200, all models, k = 2..5, bench/results/h200-tune-all-m128-512-session24.txt) no
   // mma.sync or wgmma-items plan won any of the 72 cases, and at M = 4096 each costs
   // milliseconds to time.
+  // CTA items with 2..4 splits where the (stripe, token tile) items are few per SM: one item
+  // per CTA leaves SMs with 3 items next to SMs with 2 (glm47 moe_dn at M = 16: 320 items on
+  // 132 SMs), where splits even the SMs' shares out at the cost of the fix-up.
   const bool small_items = m <= 256;
+  auto cta_splits = [&](int nt, int splits) {
+    if (splits == 1) return true;
+    const int64_t items = (n + 15) / 16 * ((m + 8 * nt - 1) / (8 * nt));
+    return splits <= 4 && items <= 4 * int64_t(cuda::detail::sm_count());
+  };
   for (int nt : small_items ? tiles : std::set<int>{})
     for (int warps : {4, 8})
       for (int splits : {1, 2, 3, 4, 6, 8, 12})
         for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::cta_shuffle}) {
-          if ((items == LinearItems::cta && splits > 1) || (items == LinearItems::warp && splits > 2)) continue;
-          // cta items without the pair table: k >= 3, small n_tiles, no splits (small K)
-          if (items == LinearItems::cta_shuffle && (splits > 1 || nt > cuda::detail::kCtaShuffleMaxNTiles || bits < 3)) continue;
+          if ((items == LinearItems::cta && !cta_splits(nt, splits)) || (items == LinearItems::warp && splits > 2)) continue;
+          // cta items without the pair table: k >= 3, small n_tiles
+          if (items == LinearItems::cta_shuffle &&
+              (!cta_splits(nt, splits) || nt > cuda::detail::kCtaShuffleMaxNTiles || bits < 3))
+            continue;
           LinearOptions o;
           o.path = LinearPath::fused_mma;
           o.n_tiles = nt, o.warps = warps, o.splits = splits, o.items = items;

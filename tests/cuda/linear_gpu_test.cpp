@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "kbit/cpu.h"
 #include "kbit/cuda.h"
@@ -175,35 +176,22 @@ std::vector<PathCase> path_cases(int64_t m) {
     g.path = LinearPath::gemv;
     v.push_back({g, "gemv"});
   }
-  const int base_tiles = default_n_tiles(m);
-  for (int nt : {base_tiles, 8})
-    for (int warps : {4, 8})
-      for (int splits : {1, 3})
-        for (LinearItems items : {LinearItems::cta, LinearItems::warp, LinearItems::stripes}) {
-          LinearOptions f;
-          f.path = LinearPath::fused_mma;
-          f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = items;
-          v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
-                              " splits=" + std::to_string(splits) + " " + std::string(linear_items_name(items))});
-        }
-  // cta items decoding by shuffle (no pair table): n_tiles 1 or 2
-  for (int nt : {1, 2})
-    for (int warps : {4, 8}) {
-      LinearOptions f;
-      f.path = LinearPath::fused_mma;
-      f.n_tiles = nt, f.warps = warps, f.items = LinearItems::cta_shuffle;
-      v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) + " cta_shuffle"});
-    }
-  // wgmma items: one or two warpgroups, 32 or 64 tokens per tile (padded below that).
-  for (int nt : {4, 8})
-    for (int warps : {4, 8})
-      for (int splits : {1, 3}) {
-        LinearOptions f;
-        f.path = LinearPath::fused_mma;
-        f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = LinearItems::wgmma;
-        v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
-                            " splits=" + std::to_string(splits) + " wgmma"});
-      }
+  // Fused items forced: every token-tile size, warp count and split count given, with and without K splits.
+  auto add_fused = [&](std::initializer_list<int> tiles, std::initializer_list<LinearItems> modes) {
+    for (int nt : tiles)
+      for (int warps : {4, 8})
+        for (int splits : {1, 3})
+          for (LinearItems items : modes) {
+            LinearOptions f;
+            f.path = LinearPath::fused_mma;
+            f.n_tiles = nt, f.warps = warps, f.splits = splits, f.items = items;
+            v.push_back({f, "fused nt=" + std::to_string(nt) + " warps=" + std::to_string(warps) +
+                                " splits=" + std::to_string(splits) + " " + std::string(linear_items_name(items))});
+          }
+  };
+  add_fused({default_n_tiles(m), 8}, {LinearItems::cta, LinearItems::warp, LinearItems::stripes});
+  add_fused({1, 2}, {LinearItems::cta_shuffle});  // cta items decoding by shuffle (no pair table)
+  add_fused({4, 8}, {LinearItems::wgmma});        // one or two warpgroups, 32 or 64 tokens (padded below)
   for (const auto& t : tile_cases()) v.push_back(t);
   return v;
 }

@@ -75,7 +75,10 @@
 // Activations through a per-warp ring (fused_warp_x_ring: cta_shuffle items and k = 2's cta items at
 // n_tiles 2; H200, 2026-12-04, A/B of every dense M = 16 row, then the M = 16 losers re-tuned):
 // glm47 moe_dn k = 4 7.02 -> 6.36 us (cuBLAS bf16 6.72), kv k = 4 / 5 8.79 / 10.36 -> 7.28 / 7.73
-// (cta_shuffle n_tiles 2; cuBLAS 10.04), Qwen3 4096 x 2048 k = 2 6.62 -> 5.40.
+// (cta_shuffle n_tiles 2; cuBLAS 10.04), Qwen3 4096 x 2048 k = 2 6.62 -> 5.40. Partial token tiles
+// (M = 9..15) on the ring's unguarded copies, rows past M zero-filled (H200, 2026-12-04, A/B of every
+// dense row at M = 9, 12, 15): ring plans 5-29% faster (glm47 moe_gu k = 2 13.45 -> 9.65 us), geomean
+// 0.956; with M = 16 re-tuned, 70 of 72 dense rows faster than cuBLAS bf16 at each of M = 9, 12, 15, 16.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -720,6 +723,15 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     const uint16_t* xrow[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) xrow[nt] = x + int64_t(min(m0 + nt * 8 + g, args.M - 1)) * args.ldx + 8 * c;
+    // One 16-byte chunk of x (token t, columns col..col + 7) into shared memory at d: cp.async
+    // where x is 16-byte aligned (zeros past K), else guarded loads and a store.
+    auto copy_x_chunk = [&](uint32_t d, int t, int col, int64_t ldx) {
+      if (args.x_vec) {
+        cp_async16_through_l1(d, x + t * ldx + (col < args.K ? col : 0), col < args.K ? 16 : 0);
+      } else {
+        sts128(d, load_x8(x, ldx, args.M, args.K, false, t, col));
+      }
+    };
     // stripes items: the CTA copies supertile st's activations (NT * 8 rows of 128 columns)
     // into ring slot `slot`, one 16-byte chunk per thread and step: cp.async where x is
     // 16-byte aligned, else guarded loads and stores. Rows past M copy row M - 1, columns
@@ -763,12 +775,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           const int i = int(threadIdx.x) + u * kThreads;
           if (kChunks % kThreads == 0 || i < kChunks) {
             const int r = i >> 4, cc = i & 15, col = st * 128 + 8 * cc, t = min(m0 + r, args.M - 1);
-            const uint32_t d = dst + uint32_t(r * kFusedXRowBytes + ((cc ^ (4 * (r & 1))) * 16));
-            if (args.x_vec) {
-              cp_async16_through_l1(d, x + int64_t(t) * args.ldx + (col < args.K ? col : 0), col < args.K ? 16 : 0);
-            } else {
-              sts128(d, load_x8(x, args.ldx, args.M, args.K, false, t, col));
-            }
+            copy_x_chunk(dst + uint32_t(r * kFusedXRowBytes + ((cc ^ (4 * (r & 1))) * 16)), t, col, args.ldx);
           }
         }
       }
@@ -789,16 +796,23 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           const uint16_t* src = x + int64_t(m0 + hi) * ldx + col;
 #pragma unroll
           for (int u = 0; u < NT * 4; ++u) cp_async16_through_l1(dst + u * 2 * kFusedXRowBytes, src + 2 * u * ldx, 16);
-        } else {  // rows past M, the supertile reaching past K, or x not 16-byte aligned
+        } else if (st < x_full_end) {
+          // A partial token tile (M = 9..15 at n_tiles 2): the same copies, rows past M
+          // zero-filled (no bytes read; the address is row m0's, which exists). Clamping
+          // every row on the path below made these calls up to 1.5x slower than M = 16.
+          const int rows = args.M - m0 - hi;  // this lane's rows 2u + hi exist while 2u < rows
+          const uint16_t* first = x + int64_t(m0) * ldx + col;
+#pragma unroll
+          for (int u = 0; u < NT * 4; ++u) {
+            const bool exists = 2 * u < rows;
+            cp_async16_through_l1(dst + u * 2 * kFusedXRowBytes, exists ? first + (2 * u + hi) * ldx : first,
+                                  exists ? 16 : 0);
+          }
+        } else {  // the supertile reaching past K, or x not 16-byte aligned
 #pragma unroll
           for (int u = 0; u < NT * 4; ++u) {
             const int t = min(m0 + 2 * u + hi, args.M - 1);
-            const uint32_t d = dst + u * 2 * kFusedXRowBytes;
-            if (args.x_vec) {
-              cp_async16_through_l1(d, x + t * ldx + (col < args.K ? col : 0), col < args.K ? 16 : 0);
-            } else {
-              sts128(d, load_x8(x, ldx, args.M, args.K, false, t, col));
-            }
+            copy_x_chunk(dst + u * 2 * kFusedXRowBytes, t, col, ldx);
           }
         }
       }
