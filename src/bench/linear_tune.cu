@@ -10,6 +10,7 @@
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "cuda/linear/fused_args.h"
+#include "dispatch/linear_internal.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
@@ -43,12 +44,13 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
   // milliseconds to time.
   // CTA items with 2..4 splits where the (stripe, token tile) items are few per SM: one item
   // per CTA leaves SMs with 3 items next to SMs with 2 (glm47 moe_dn at M = 16: 320 items on
-  // 132 SMs), where splits even the SMs' shares out at the cost of the fix-up.
+  // 132 SMs), where splits even the SMs' shares out at the cost of the fix-up. On the H200
+  // (M = 16, all models, k = 2..5, 2026-12-04) they won 1 case of 72 (glm47 moe_gu k = 5, -4%),
+  // elsewhere 10-40% slower: a CTA then runs two items, each with its own pipeline fill.
   const bool small_items = m <= 256;
   auto cta_splits = [&](int nt, int splits) {
-    if (splits == 1) return true;
-    const int64_t items = (n + 15) / 16 * ((m + 8 * nt - 1) / (8 * nt));
-    return splits <= 4 && items <= 4 * int64_t(cuda::detail::sm_count());
+    return splits == 1 ||
+           (splits <= 4 && detail::fused_output_items(m, n, nt) <= 4 * int64_t(cuda::detail::sm_count()));
   };
   for (int nt : small_items ? tiles : std::set<int>{})
     for (int warps : {4, 8})

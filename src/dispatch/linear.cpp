@@ -148,6 +148,10 @@ int detail::normalize_splits(int requested, int64_t k, int64_t m, int n_tiles) {
   return int(no_empty(s));
 }
 
+int64_t detail::fused_output_items(int64_t m, int64_t n, int n_tiles) {
+  return ceil_div(n, 16) * ceil_div(m, int64_t(8) * n_tiles);
+}
+
 namespace {
 
 constexpr int64_t kCtaNoSplitMinItems = 32;
@@ -169,7 +173,7 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
   const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, fused_items(items)}, t);
   const bool cta = items == LinearItems::cta || items == LinearItems::cta_shuffle;
-  if (cta && stripes * tiles >= kCtaNoSplitMinItems) return 1;
+  if (cta && detail::fused_output_items(m, n, n_tiles) >= kCtaNoSplitMinItems) return 1;
   int best = 1;
   double best_cost = 1e300;
   for (int64_t s = 1; s <= std::min<int64_t>(items == LinearItems::warp ? 8 : 32, supertiles); ++s) {

@@ -103,6 +103,8 @@ void launch_fused(int bits, const cuda::detail::FusedArgs& a, const cuda::detail
 // `requested` splits made valid: 1..supertiles, none empty, and no more partial rows
 // (splits x padded tokens) than the workspace holds.
 int normalize_splits(int requested, int64_t k, int64_t m, int n_tiles);
+// The fused kernel's output items: 16-row stripes x token tiles of 8 * n_tiles tokens.
+int64_t fused_output_items(int64_t m, int64_t n, int n_tiles);
 int linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, int n_tiles, int warps, LinearItems items, DType t);
 
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include "bench/skinny_bench.h"
 #include "cuda/skinny/skinny_args.h"
 #include "dispatch/linear_configs.h"
+#include "dispatch/linear_internal.h"
 #include "kbit/error.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
@@ -33,6 +34,15 @@ TEST(LinearPlan, SplitsAreNeverEmptyAndPartialsStayBounded) {
           const int64_t tiles = (m + 8 * p.n_tiles - 1) / (8 * p.n_tiles);
           if (p.splits > 1) ASSERT_LE(p.splits * tiles * 8 * p.n_tiles, 256);
         }
+}
+
+// The fused kernel's (stripe, token tile) items, which the tune and the split heuristic count.
+TEST(LinearPlan, FusedOutputItemsAreStripesTimesTokenTiles) {
+  EXPECT_EQ(detail::fused_output_items(16, 5120, 2), 320);  // glm47 moe_dn at M = 16: 320 stripes, one tile
+  EXPECT_EQ(detail::fused_output_items(12, 5120, 2), 320);  // a partial token tile counts
+  EXPECT_EQ(detail::fused_output_items(17, 5120, 2), 640);
+  EXPECT_EQ(detail::fused_output_items(1, 100, 1), 7);       // N = 100: the last stripe is partial
+  EXPECT_EQ(detail::fused_output_items(64, 16, 8), 1);
 }
 
 TEST(LinearPlan, PathsByM) {
