@@ -14,7 +14,8 @@
 // byte from pool 4-7); k=3..5 look a pair code (2k bits) up in a shared-memory
 // table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
 // never conflict on a bank. Scales as exact packed pairs: fp16 bits byte << 6 are
-// E4M4 / 16 (subnormals included); bf16 via float(byte << 19) * 2^116.
+// E4M4 / 16 (subnormals included); bf16 bits byte << 3 are E4M4 * 16 * 2^-116, the
+// levels carrying 2^116 (scale_bits_pair_bf16; scale_pair's fp32 route where excluded).
 // Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table; a PDL
 // launch of a one-wave grid gets shared memory room for its even share of CTAs per SM only
 // (Qwen3 k = 4, M = 8..16, chained: up to 28% faster, 2026-12-01).
@@ -79,6 +80,10 @@
 // (M = 9..15) on the ring's unguarded copies, rows past M zero-filled (H200, 2026-12-04, A/B of every
 // dense row at M = 9, 12, 15): ring plans 5-29% faster (glm47 moe_gu k = 2 13.45 -> 9.65 us), geomean
 // 0.956; with M = 16 re-tuned, 70 of 72 dense rows faster than cuBLAS bf16 at each of M = 9, 12, 15, 16.
+// bf16 scale pairs in two instructions (scale_bits_pair_bf16; H200, 2026-12-04, A/B of every dense row at
+// M = 12, 16): geomean 0.991 / 0.992; M = 16 70 of 72 rows faster than cuBLAS bf16 (1.31x), k = 4 glm47 q
+// 21.59 us (1.59x), shared_gu 35.33 (1.75x). Dropped the same day: 32-bit weight offsets and the stripes
+// ring's copy addresses from row m0 (M = 8 +1.2% by geomean, stripes at n_tiles 1 3-6% slower; NOTES.md).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -143,6 +148,24 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t word, int j) {
 }
 template <typename T>
 constexpr float kScalePairFactor = std::is_same_v<T, __half> ? 16.0f : 1.0f;
+// bf16 in two instructions where scale_pair takes four (prmt, shift, fmul, cvt): the bits
+// byte << 3 of both halves, read as bf16, are E4M4 * 16 * 2^-116 (the fields line up as in
+// scale_float; E4M4 subnormals become bf16 subnormals, which mul.bf16x2 keeps:
+// GpuLinear.SubnormalBlockScales), so the levels it multiplies carry the 2^116
+// (scaled_level), and each product level * E4M4 * 16 is the one scale_pair gives, rounded once.
+__device__ __forceinline__ uint32_t scale_bits_pair_bf16(uint32_t word, int j) {
+  return __byte_perm(word, 0u, 0x4040u + 0x0101u * uint32_t(j)) << 3;
+}
+// A level (x's 16-bit type, bits) for scale_bits_pair_bf16: bf16 times 2^116, exact (|level| <= 1,
+// so no overflow); unchanged otherwise.
+template <bool kScaled>
+__device__ __forceinline__ uint32_t scaled_level(uint32_t bits) {
+  if constexpr (kScaled) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(__uint_as_float(bits << 16) * 0x1p116f));
+  } else {
+    return bits;
+  }
+}
 
 
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
@@ -344,10 +367,12 @@ struct Stage {
 
 // k = 2's four levels (x's 16-bit type) as two byte pools for decode_pairs' prmt: low
 // bytes in pool_lo, high bytes in pool_hi.
+// kScaled: the levels times 2^116 (scaled_level).
+template <bool kScaled = false>
 __device__ __forceinline__ void k2_level_pools(const uint16_t (&codebook16)[32], uint32_t& pool_lo, uint32_t& pool_hi) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t v = codebook16[i];
+    const uint32_t v = scaled_level<kScaled>(codebook16[i]);
     pool_lo |= (v & 0xffu) << (8 * i);
     pool_hi |= (v >> 8) << (8 * i);
   }
@@ -597,6 +622,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // the FFMAs per n-tile add up); warp items spilled 8 bytes at k = 3.
   constexpr bool kFp32Scales = NT == 1 && (ITEMS == FusedItems::cta || ITEMS == FusedItems::stripes ||
                                            (ITEMS == FusedItems::cta_shuffle && KB != 4));
+  // bf16 scales on the pairs in two instructions, the levels carrying 2^116 (scale_bits_pair_bf16).
+  // A/B on the H200 (2026-12-04, every dense row at M = 12, 16, two rounds): geomean 0.991 / 0.992,
+  // k = 2's cta and stripes items 2-5% faster (glm47 shared_gu M = 16 36.88 -> 35.16 us), stripes at
+  // k = 3..5 0.7-1.2%; only cta_shuffle at k = 4 lost (+0.8%), so it keeps scale_pair.
+  constexpr bool kScaledLevels =
+      std::is_same_v<T, __nv_bfloat16> && !kFp32Scales && !(ITEMS == FusedItems::cta_shuffle && KB == 4);
   constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
   constexpr int kStride = kCta ? WARPS : 1;
   // supertiles of weight loads in flight per warp
@@ -640,13 +671,21 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // a time) made k = 3, 4 2-9% slower in the same A/B.
   uint32_t pool_lo = 0, pool_hi = 0;
   if constexpr (KB == 2) {
-    k2_level_pools(args.codebook16, pool_lo, pool_hi);
+    k2_level_pools<kScaledLevels>(args.codebook16, pool_lo, pool_hi);
   } else if constexpr (kTable) {
-    if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = args.codebook16[threadIdx.x];
+    if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = scaled_level<kScaledLevels>(args.codebook16[threadIdx.x]);
     __syncthreads();
   }
   // cta_shuffle: lane l's level (its latency hides under the first weight requests').
-  [[maybe_unused]] const uint32_t cb_lane = kTable || KB == 2 ? 0u : uint32_t(args.codebook16[lane & ((1 << KB) - 1)]);
+  [[maybe_unused]] const uint32_t cb_lane =
+      kTable || KB == 2 ? 0u : scaled_level<kScaledLevels>(args.codebook16[lane & ((1 << KB) - 1)]);
+  auto block_scale_pair = [](uint32_t word, int j) {
+    if constexpr (kScaledLevels) {
+      return scale_bits_pair_bf16(word, j);
+    } else {
+      return scale_pair<T>(word, j);
+    }
+  };
   // The pair table (32 KB of stores and a barrier) is built by CTA items after their first
   // item's first D weight loads are issued, so that it overlaps their latency instead of
   // delaying them (the GEMV's order); Qwen3's K = 512 shapes, a few supertiles per warp,
@@ -897,7 +936,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           uint32_t afr[8][4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
+            const uint32_t s_lo = block_scale_pair(cur.scales.x, j), s_hi = block_scale_pair(cur.scales.y, j);
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
               uint32_t (&a)[4] = afr[2 * j + s];
@@ -958,7 +997,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
               for (int s = 0; s < 2; ++s) {
                 uint32_t a[4];
-                const uint32_t s_lo = scale_pair<T>(cur.scales.x, j), s_hi = scale_pair<T>(cur.scales.y, j);
+                const uint32_t s_lo = block_scale_pair(cur.scales.x, j), s_hi = block_scale_pair(cur.scales.y, j);
                 decode(s, a);
                 a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
                 a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
