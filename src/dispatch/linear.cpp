@@ -173,7 +173,8 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), tiles = ceil_div(m, 8 * n_tiles);
   const int64_t ctas = int64_t(current_sm_count()) * occupancy(bits, {n_tiles, warps, fused_items(items)}, t);
   const bool cta = items == LinearItems::cta || items == LinearItems::cta_shuffle;
-  if (cta && detail::fused_output_items(m, n, n_tiles) >= kCtaNoSplitMinItems) return 1;
+  const int64_t outputs = detail::fused_output_items(m, n, n_tiles);  // stripes x token tiles
+  if (cta && outputs >= kCtaNoSplitMinItems) return 1;
   int best = 1;
   double best_cost = 1e300;
   for (int64_t s = 1; s <= std::min<int64_t>(items == LinearItems::warp ? 8 : 32, supertiles); ++s) {
@@ -182,13 +183,13 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
     if (s > 1 && s * tiles * 8 * n_tiles > kMaxPartialRows) break;
     double cost;
     if (cta) {
-      const int64_t items_per_cta = ceil_div(stripes * tiles * s, ctas);
+      const int64_t items_per_cta = ceil_div(outputs * s, ctas);
       cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
     } else if (cuda::detail::items_share_x(fused_items(items))) {  // CTA items of `warps` stripes
       const int64_t items_per_cta = ceil_div(ceil_div(stripes, warps) * tiles * s, ctas);
       cost = double(items_per_cta) * (double(per) + 2.0);
     } else {
-      cost = double(ceil_div(stripes * tiles * s, ctas * warps)) * (double(per) + 2.0);
+      cost = double(ceil_div(outputs * s, ctas * warps)) * (double(per) + 2.0);
     }
     if (cost < best_cost - 1e-9) best_cost = cost, best = int(s);
   }
