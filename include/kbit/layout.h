@@ -108,7 +108,9 @@ KBIT_HD Mma16Pair mma16_pair(int r16, int j, int i) {
 // k=3: blocks j < 3: bits 0-5 of byte r of word 2j+s (one prmt per pair); block 3:
 // bit pair b/2 of the code in bits 6-7 of byte r of word 3s + b/2 (three shifts and two
 // lop3 gather the four codes of a k-step into the bytes of one word).
-// k=5: byte r of word 2j+s for the low code bits and two bits in the last words.
+// k=5: the low 8 code bits as k = 4's (byte r of word 2j+s); bits 8-9 in word 8 + j/2, byte r,
+// bits 2m, 2m+1 with m = 2(j%2) + s: one shift and one mask give the four pairs' high bits of a
+// k-step, one per byte (zero above), and one prmt then joins a pair's 10-bit code.
 KBIT_HD int mma16_code_bit(int k, int q, int b) {
   const int j = q / 8, s = (q / 4) % 2, r = q % 4;
   switch (k) {
@@ -121,7 +123,7 @@ KBIT_HD int mma16_code_bit(int k, int q, int b) {
     case 4:
       return (2 * j + s) * 32 + 8 * r + b;
     default:
-      return b < 8 ? (q / 4) * 32 + 8 * (q % 4) + b : (8 + q / 16) * 32 + 2 * (q % 16) + (b - 8);
+      return b < 8 ? (q / 4) * 32 + 8 * (q % 4) + b : (8 + q / 16) * 32 + 8 * (q % 4) + 2 * ((q % 16) / 4) + (b - 8);
   }
 }
 

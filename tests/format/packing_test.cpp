@@ -121,6 +121,18 @@ TEST(Mma16, CodeBitsAreABijectionPerLane) {
   }
 }
 
+// k = 5's decode (fused_linear.cuh: k5_high_bytes, k5_pair_code) takes pair q = 8j + 4s + r's low
+// code byte from byte r of word 2j + s and its bits 8-9 from byte r of word 8 + j/2, bit pair
+// 2(j%2) + s: one shift and one mask serve a k-step's four pairs.
+TEST(Mma16, K5HighBitsSitInTheLowBytesIndex) {
+  for (int q = 0; q < 32; ++q) {
+    const int j = q / 8, s = (q / 4) % 2, r = q % 4;
+    for (int b = 0; b < 8; ++b) EXPECT_EQ(mma16_code_bit(5, q, b), (2 * j + s) * 32 + 8 * r + b) << q;
+    for (int t = 0; t < 2; ++t)
+      EXPECT_EQ(mma16_code_bit(5, q, 8 + t), (8 + j / 2) * 32 + 8 * r + 2 * (2 * (j % 2) + s) + t) << q;
+  }
+}
+
 TEST(Mma16, WriteThenReadRoundTripsEveryBlock) {
   std::mt19937 rng(3);
   for (int k = 2; k <= 5; ++k) {

@@ -13,8 +13,9 @@
 // registers (selector = index * 0x11 + 0x40 per byte: lo byte from pool 0-3, hi
 // byte from pool 4-7); k=3..5 look a pair code (2k bits) up in a shared-memory
 // table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
-// never conflict on a bank. Scales as exact packed pairs: fp16 bits byte << 6 are
-// E4M4 / 16 (subnormals included); bf16 bits byte << 3 are E4M4 * 16 * 2^-116, the
+// never conflict on a bank (k=5: a pair code's high bits sit in the byte of its low
+// bits' byte index, so one prmt joins the 10 bits). Scales as exact packed pairs: fp16
+// bits byte << 6 are E4M4 / 16 (subnormals included); bf16 bits byte << 3 are E4M4 * 16 * 2^-116, the
 // levels carrying 2^116 (scale_bits_pair_bf16; scale_pair's fp32 route where excluded).
 // Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table; a PDL
 // launch of a one-wave grid gets shared memory room for its even share of CTAs per SM only
@@ -84,6 +85,12 @@
 // M = 12, 16): geomean 0.991 / 0.992; M = 16 70 of 72 rows faster than cuBLAS bf16 (1.31x), k = 4 glm47 q
 // 21.59 us (1.59x), shared_gu 35.33 (1.75x). Dropped the same day: 32-bit weight offsets and the stripes
 // ring's copy addresses from row m0 (M = 8 +1.2% by geomean, stripes at n_tiles 1 3-6% slower; NOTES.md).
+// k = 5's high code bits by byte (layout.h: pair r's bits 8-9 in byte r of the high word, so one shift and
+// one mask per k-step serve four pairs; H200, 2026-12-04, A/B of every dense k = 5 row against the old
+// layout): cta_shuffle items 2.9% (n_tiles 1) and 3.0% (n_tiles 2: 1.7%, then 1.3% more with element 1's
+// indices merged by one lop3) faster, GEMV 8-9%; M = 16 Kimi latent 15.61 -> 14.96 us (cuBLAS bf16
+// 15.22), glm47 moe_dn 7.05 -> 6.77 (6.74). The table items keep a shift and a mask per pair (the joined
+// code spilled at n_tiles 1).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -209,6 +216,19 @@ __device__ __forceinline__ uint32_t k3_gathered_codes(const uint32_t (&w)[6], in
   return (u & 0x0f0f0f0fu) | (t2 & ~0x0f0f0f0fu);
 }
 
+// k = 5: the high code bits (8-9) of k-step s of block j's four pairs, pair r's in byte r
+// (layout.h): one shift and one mask per k-step.
+__device__ __forceinline__ uint32_t k5_high_bytes(const uint32_t (&w)[10], int j, int s) {
+  return (w[8 + j / 2] >> (2 * (2 * (j % 2) + s))) & 0x03030303u;
+}
+// k = 5: pair r's 10-bit code from byte r of the low bytes and byte r of the high bytes, in one
+// prmt (bytes 2-3 replicate the high byte's sign bit, which is zero).
+__device__ __forceinline__ uint32_t k5_pair_code(uint32_t codes, uint32_t high, int r) {
+  uint32_t v;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(v) : "r"(codes), "r"(high), "r"(0xcc40u + 0x1111u * uint32_t(r)));
+  return v;
+}
+
 // The pair codes of k-step s of block j, one per byte (k = 5: their low 8 bits).
 template <int KB>
 __device__ __forceinline__ uint32_t pair_code_bytes(const uint32_t (&w)[2 * KB], int j, int s) {
@@ -221,7 +241,12 @@ __device__ __forceinline__ uint32_t pair_code_bytes(const uint32_t (&w)[2 * KB],
 
 // A registers (a0..a3) of k-step s of block j from a lane's 2k words. lut_lane is the
 // shared-memory address of this lane's replica of entry 0; entries are Replicas * 4 bytes apart.
-template <int KB, int Replicas = PairLut<KB>::replicas>
+// k = 5: kJoinHigh joins each pair code in one prmt (k5_pair_code; GEMV at M = 1, 4: 6-14%
+// faster, H200 2026-12-04); without it each pair's high bits take a shift and a mask of
+// their own, and the k-step keeps no extra register: the fused kernel's table items, where
+// the joined form measured -1.1..+1.7% by plan class and spilled 8 bytes in cta items at
+// n_tiles 1 (127 -> 128 registers).
+template <int KB, int Replicas = PairLut<KB>::replicas, bool kJoinHigh = true>
 __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j, int s, uint32_t lut_lane,
                                              uint32_t pool_lo, uint32_t pool_hi, uint32_t (&a)[4]) {
   constexpr uint32_t stride = Replicas * 4;
@@ -234,16 +259,20 @@ __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j,
       a[2 * h + 1] = __byte_perm(pool_lo, pool_hi, sel >> 16);
     }
   } else {
+    [[maybe_unused]] uint32_t high = 0;
+    if constexpr (KB == 5 && kJoinHigh) high = k5_high_bytes(w, j, s);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int q16 = (j % 2) * 8 + s * 4 + r;
       uint32_t addr;
       if constexpr (KB == 4) {
         addr = __byte_perm(w[2 * j + s], 0u, 0x4440u + r) * stride + lut_lane;  // PRMT + IMAD
       } else if constexpr (KB == 3) {
         addr = __byte_perm(j < 3 ? w[2 * j + s] : k3_gathered_codes(w, s), 0u, 0x4440u + r) * stride + lut_lane;
+      } else if constexpr (kJoinHigh) {
+        addr = k5_pair_code(w[2 * j + s], high, r) * stride + lut_lane;  // PRMT + IMAD, as k = 4
       } else {
-        const uint32_t lo = __byte_perm(w[2 * j + s], 0u, 0x4440u + r), hi = (w[8 + j / 2] >> (2 * q16)) & 3u;
+        const uint32_t lo = __byte_perm(w[2 * j + s], 0u, 0x4440u + r);
+        const uint32_t hi = (w[8 + j / 2] >> (8 * r + 2 * (2 * (j % 2) + s))) & 3u;  // layout.h
         addr = lo * stride + (hi * (256 * stride) + lut_lane);
       }
       a[r] = lds32(addr);
@@ -256,19 +285,35 @@ __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j,
 // lane its code names. shfl.idx reads only bits 0-4 of the lane index, so a code needs no
 // mask when the bits above it are another code's (k = 3, 4: the lane index may carry up
 // to 5 - k bits of the neighbour, and lanes l and l + 2^k hold the same level).
-template <int KB>
+// k = 5, kMergedHigh: element 1's indices of the k-step's four pairs in one word (below);
+// otherwise one prmt per pair joins its code (k5_pair_code). Merged, cta_shuffle items at
+// n_tiles 2 ran 1.2-1.4% faster and at n_tiles 1 3-5.5% slower (H200, 2026-12-04, M = 12, 16).
+template <int KB, bool kMergedHigh = false>
 __device__ __forceinline__ void decode_pairs_shuffle(const uint32_t (&w)[2 * KB], int j, int s, uint32_t cb_lane,
                                                      uint32_t (&a)[4]) {
   static_assert(KB >= 3 && KB <= 5, "k = 2 decodes from its register pool");
   const uint32_t codes = pair_code_bytes<KB>(w, j, s);
+  // k = 5: element 1's index of pair r in bits 0-4 of byte r of one word (bits 5-7 are the
+  // shuffles' don't-care): code bits 5-7 from byte r of the codes, bits 8-9 from byte r of the
+  // high word's bit pair m = 2(j%2) + s (layout.h), merged by one lop3. Three instructions per
+  // k-step where a prmt and a shift per pair took eight.
+  [[maybe_unused]] uint32_t hi_indices = 0, high = 0;
+  if constexpr (KB == 5 && !kMergedHigh) high = k5_high_bytes(w, j, s);
+  if constexpr (KB == 5 && kMergedHigh) {
+    constexpr uint32_t kHighBits = 0x18181818u;  // bits 3-4 of each byte
+    const int m = 2 * (j % 2) + s;
+    const uint32_t hw = w[8 + j / 2];
+    const uint32_t shifted = m < 2 ? hw << (3 - 2 * m) : hw >> (2 * m - 3);  // bit pair m -> bits 3-4
+    hi_indices = (shifted & kHighBits) | ((codes >> 5) & ~kHighBits);
+  }
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const uint32_t lo_index = codes >> (8 * r);  // element 0: bits 0..k-1 of byte r
     uint32_t hi_index;                           // element 1: bits k..2k-1 of the pair code
-    if constexpr (KB == 5) {
-      // bits 5-7 of byte r, then bits 8-9 of the code from the high word (layout.h)
-      const int q16 = (j % 2) * 8 + s * 4 + r;
-      hi_index = ((codes >> (8 * r + 5)) & 7u) | ((w[8 + j / 2] >> (2 * q16)) << 3);
+    if constexpr (KB == 5 && kMergedHigh) {
+      hi_index = hi_indices >> (8 * r);
+    } else if constexpr (KB == 5) {
+      hi_index = k5_pair_code(codes, high, r) >> 5;  // the 10-bit code, zero above
     } else {
       hi_index = codes >> (8 * r + KB);
     }
@@ -940,7 +985,7 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
               uint32_t (&a)[4] = afr[2 * j + s];
-              decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+              decode_pairs<KB, PairLut<KB>::replicas, false>(w, j, s, lut_lane, pool_lo, pool_hi, a);
               a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
               a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
             }
@@ -972,9 +1017,9 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
             // k-step s of block j: the A registers of its unscaled levels.
             auto decode = [&](int s, uint32_t(&a)[4]) {
               if constexpr (KB >= 3 && !kTable) {
-                decode_pairs_shuffle<KB>(w, j, s, cb_lane, a);
+                decode_pairs_shuffle<KB, NT == 2>(w, j, s, cb_lane, a);
               } else {
-                decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, a);
+                decode_pairs<KB, PairLut<KB>::replicas, false>(w, j, s, lut_lane, pool_lo, pool_hi, a);
               }
             };
             if constexpr (kFp32Scales) {
