@@ -14,7 +14,8 @@
 // byte from pool 4-7); k=3..5 look a pair code (2k bits) up in a shared-memory
 // table of packed pairs, replicated per lane (k=5: per 8 lanes) so that lookups
 // never conflict on a bank (k=5: a pair code's high bits sit in the byte of its low
-// bits' byte index, so one prmt joins the 10 bits). Scales as exact packed pairs: fp16
+// bits' byte index, so one shift and one mask serve a k-step's four pairs; this kernel's
+// table items still take a shift and a mask per pair, see decode_pairs). Scales as exact packed pairs: fp16
 // bits byte << 6 are E4M4 / 16 (subnormals included); bf16 bits byte << 3 are E4M4 * 16 * 2^-116, the
 // levels carrying 2^116 (scale_bits_pair_bf16; scale_pair's fp32 route where excluded).
 // Launch: persistent CTAs (SMs x resident CTAs) of WARPS warps sharing the table; a PDL
@@ -216,8 +217,14 @@ __device__ __forceinline__ uint32_t k3_gathered_codes(const uint32_t (&w)[6], in
   return (u & 0x0f0f0f0fu) | (t2 & ~0x0f0f0f0fu);
 }
 
-// k = 5: the high code bits (8-9) of k-step s of block j's four pairs, pair r's in byte r
-// (layout.h): one shift and one mask per k-step.
+// k = 5: where k-step s of block j keeps its pairs' code bits 8-9: word k5_high_word(j), pair r's at
+// bit 8 * r + k5_high_shift(j, s) (bit 9 above it). layout.h's mma16_code_bit(5, 8j + 4s + r, 8) written
+// out in j and s, checked against it by Mma16.K5HighBitsSitInTheLowBytesIndex.
+__device__ __forceinline__ int k5_high_word(int j) { return 8 + j / 2; }
+__device__ __forceinline__ int k5_high_shift(int j, int s) { return 2 * (2 * (j % 2) + s); }
+// k = 5: the high code bits (8-9) of k-step s of block j's four pairs, pair r's in byte r:
+// one shift and one mask per k-step. Word and shift written out as in k5_high_word / k5_high_shift:
+// through those helpers NVVM emitted other PTX for the GEMV at M = 2..4 (the timed code is this).
 __device__ __forceinline__ uint32_t k5_high_bytes(const uint32_t (&w)[10], int j, int s) {
   return (w[8 + j / 2] >> (2 * (2 * (j % 2) + s))) & 0x03030303u;
 }
@@ -272,7 +279,7 @@ __device__ __forceinline__ void decode_pairs(const uint32_t (&w)[2 * KB], int j,
         addr = k5_pair_code(w[2 * j + s], high, r) * stride + lut_lane;  // PRMT + IMAD, as k = 4
       } else {
         const uint32_t lo = __byte_perm(w[2 * j + s], 0u, 0x4440u + r);
-        const uint32_t hi = (w[8 + j / 2] >> (8 * r + 2 * (2 * (j % 2) + s))) & 3u;  // layout.h
+        const uint32_t hi = (w[k5_high_word(j)] >> (8 * r + k5_high_shift(j, s))) & 3u;
         addr = lo * stride + (hi * (256 * stride) + lut_lane);
       }
       a[r] = lds32(addr);
@@ -295,15 +302,15 @@ __device__ __forceinline__ void decode_pairs_shuffle(const uint32_t (&w)[2 * KB]
   const uint32_t codes = pair_code_bytes<KB>(w, j, s);
   // k = 5: element 1's index of pair r in bits 0-4 of byte r of one word (bits 5-7 are the
   // shuffles' don't-care): code bits 5-7 from byte r of the codes, bits 8-9 from byte r of the
-  // high word's bit pair m = 2(j%2) + s (layout.h), merged by one lop3. Three instructions per
-  // k-step where a prmt and a shift per pair took eight.
+  // high word (k5_high_shift), merged by one lop3. Three instructions per k-step where a prmt and
+  // a shift per pair took eight.
   [[maybe_unused]] uint32_t hi_indices = 0, high = 0;
   if constexpr (KB == 5 && !kMergedHigh) high = k5_high_bytes(w, j, s);
   if constexpr (KB == 5 && kMergedHigh) {
     constexpr uint32_t kHighBits = 0x18181818u;  // bits 3-4 of each byte
-    const int m = 2 * (j % 2) + s;
-    const uint32_t hw = w[8 + j / 2];
-    const uint32_t shifted = m < 2 ? hw << (3 - 2 * m) : hw >> (2 * m - 3);  // bit pair m -> bits 3-4
+    const int bit = k5_high_shift(j, s);  // pair 0's bit 8, in byte 0
+    const uint32_t hw = w[k5_high_word(j)];
+    const uint32_t shifted = bit < 3 ? hw << (3 - bit) : hw >> (bit - 3);  // bits 8-9 -> bits 3-4 of each byte
     hi_indices = (shifted & kHighBits) | ((codes >> 5) & ~kHighBits);
   }
 #pragma unroll
