@@ -92,6 +92,10 @@
 // indices merged by one lop3) faster, GEMV 8-9%; M = 16 Kimi latent 15.61 -> 14.96 us (cuBLAS bf16
 // 15.22), glm47 moe_dn 7.05 -> 6.77 (6.74). The table items keep a shift and a mask per pair (the joined
 // code spilled at n_tiles 1).
+// The warp ring's next copy issued before the current one is waited for (H200, 2026-12-04, A/B of every
+// dense row at M = 12, 16): ring plans 1.1-1.7% faster by plan class, geomean 0.992; then every dense row
+// at M = 9, 12, 16 faster than cuBLAS bf16 in one run, glm47 moe_dn k = 5 by the least (6.68 / 6.70 us
+// against 6.70 / 6.75 at M = 12 / 16).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -396,6 +400,11 @@ constexpr int kFusedXRowBytes = 128 * 2;
 // the pair table (cta, k >= 3) the ring's 64 KB per CTA of 8 warps leaves L1 too little of x:
 // 11-16% slower, so those items keep their loads. History: three slots, and a lane per row
 // copying 8 chunks (32 lines per copy instruction), made these rows 1.5-2.3x slower.
+// The next supertile's copy is issued before this one's is waited for (H200, 2026-12-04, A/B
+// of every dense row at M = 12, 16, two rounds): ring plans 1.1-1.7% faster by plan class
+// (Qwen3 lin_k k = 2 M = 16 4.21 -> 4.06 us), geomean 0.992 over all rows, none slower than
+// noise. Three slots with the early copy: 1.8-5.1% slower by class (48 KB of ring per CTA
+// of 4 warps leaves L1, which serves x to the SM's other CTAs, ~28 KB).
 template <int KB, int NT, FusedItems ITEMS>
 constexpr bool fused_warp_x_ring() {
   return NT == 2 && (ITEMS == FusedItems::cta_shuffle || (ITEMS == FusedItems::cta && KB == 2));
@@ -972,9 +981,14 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
           copy_x_tile(st + kFusedXSlots - 1, x_slot == 0 ? kFusedXSlots - 1 : x_slot - 1);
         }
         if constexpr (kWarpX) {
-          cp_async_wait_pending(kWarpXSlots - 2);
+          // The previous supertile's slot takes the copy kWarpXSlots - 1 supertiles ahead before
+          // this supertile's tile is waited for, so that the next copy's round trip does not
+          // start only once this one has ended (every lane has read that slot: the first
+          // __syncwarp; this tile, copied by every lane, is complete: the second).
           __syncwarp();
           copy_warp_x_tile(st + (kWarpXSlots - 1) * kStride, x_slot == 0 ? kWarpXSlots - 1 : x_slot - 1);
+          cp_async_wait_pending(kWarpXSlots - 1);
+          __syncwarp();
         }
         const uint32_t x_tile = x_ring + uint32_t((kWarpX ? warp * kWarpXSlots + x_slot : x_slot) * kXSlotBytes);
         uint32_t w[2 * KB];
