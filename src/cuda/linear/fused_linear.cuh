@@ -95,7 +95,9 @@
 // The warp ring's next copy issued before the current one is waited for (H200, 2026-12-04, A/B of every
 // dense row at M = 12, 16): ring plans 1.1-1.7% faster by plan class, geomean 0.992; then every dense row
 // at M = 9, 12, 16 faster than cuBLAS bf16 in one run, glm47 moe_dn k = 5 by the least (6.68 / 6.70 us
-// against 6.70 / 6.75 at M = 12 / 16).
+// against 6.70 / 6.75 at M = 12 / 16). Two accumulator chains per n-tile at k = 5 (kSplitChains): cta_shuffle
+// items at n_tiles 2 0.6% faster; glm47 moe_dn k = 5 M = 9 / 12 / 16 6.54 / 6.59 / 6.68 us (cuBLAS bf16 6.73 /
+// 6.75 / 6.79 in the same run).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -689,6 +691,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // k = 3..5 0.7-1.2%; only cta_shuffle at k = 4 lost (+0.8%), so it keeps scale_pair.
   constexpr bool kScaledLevels =
       std::is_same_v<T, __nv_bfloat16> && !kFp32Scales && !(ITEMS == FusedItems::cta_shuffle && KB == 4);
+  // Two accumulator chains per n-tile (acc1 below) for cta_shuffle items at n_tiles 2, k = 5: A/B on the
+  // H200 (2026-12-04, M = 12, 16, three rounds): 0.994 by geomean over the 20 rows of that class (glm47
+  // moe_dn M = 12 6.67 -> 6.60 us, Qwen3 moe_dn M = 16 3.29 -> 3.24), other classes within +-0.3%. With
+  // every k (two rounds) k = 3, 4 ran 0.6-0.9% slower.
+  constexpr bool kSplitChains = NT == 2 && ITEMS == FusedItems::cta_shuffle && KB == 5;
   constexpr bool kCtaLoop = ITEMS != FusedItems::warp;  // items handed to whole CTAs
   constexpr int kStride = kCta ? WARPS : 1;
   // supertiles of weight loads in flight per warp
@@ -808,10 +815,19 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     const uint2* sbase = args.scales + int64_t(wstripe) * args.supertiles * 8 + g;
 
     float acc[NT][4];
+    // kSplitChains: k-step 1 of each block accumulates into acc1, so that each n-tile's MMAs
+    // form two dependent chains of 4 per supertile instead of one of 8; acc1 joins acc at the end.
+    [[maybe_unused]] float acc1[kSplitChains ? NT : 1][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    if constexpr (kSplitChains) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc1[nt][i] = 0.0f;
+    }
 
     // Loads never branch: indices past the warp's last supertile are clamped to it (the
     // values are loaded again and not used), and token rows past M read row M-1 (their
@@ -1068,8 +1084,13 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
                 a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
                 a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-                  mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+                for (int nt = 0; nt < NT; ++nt) {
+                  if constexpr (kSplitChains) {
+                    mma_16816<T>(s ? acc1[nt] : acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+                  } else {
+                    mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
+                  }
+                }
               }
             }
           }
@@ -1084,6 +1105,12 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     }
     if constexpr (kWarpX) cp_async_wait_pending(0);
 
+    if constexpr (kSplitChains) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] += acc1[nt][i];
+    }
     if constexpr (kCta) {  // warps of the CTA: sum in warp order
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
