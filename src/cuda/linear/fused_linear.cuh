@@ -817,17 +817,11 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
     float acc[NT][4];
     // kSplitChains: k-step 1 of each block accumulates into acc1, so that each n-tile's MMAs
     // form two dependent chains of 4 per supertile instead of one of 8; acc1 joins acc at the end.
-    [[maybe_unused]] float acc1[kSplitChains ? NT : 1][4];
+    [[maybe_unused]] float acc1[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
-    if constexpr (kSplitChains) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc1[nt][i] = 0.0f;
-    }
+      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f, acc1[nt][i] = 0.0f;
 
     // Loads never branch: indices past the warp's last supertile are clamped to it (the
     // values are loaded again and not used), and token rows past M read row M-1 (their
@@ -1084,13 +1078,8 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
                 a[0] = mul2<T>(a[0], s_lo), a[1] = mul2<T>(a[1], s_hi);
                 a[2] = mul2<T>(a[2], s_lo), a[3] = mul2<T>(a[3], s_hi);
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                  if constexpr (kSplitChains) {
-                    mma_16816<T>(s ? acc1[nt] : acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
-                  } else {
-                    mma_16816<T>(acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
-                  }
-                }
+                for (int nt = 0; nt < NT; ++nt)
+                  mma_16816<T>(kSplitChains && s ? acc1[nt] : acc[nt], a, s ? xv[nt].z : xv[nt].x, s ? xv[nt].w : xv[nt].y);
               }
             }
           }
