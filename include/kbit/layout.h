@@ -29,6 +29,13 @@ inline constexpr int kTileBlocks = 2;  // TILE_K = 64 in the reference tiled lay
 inline constexpr int kStripeRows = 16;      // mma16: rows per stripe (the MMA's m)
 inline constexpr int kSupertileBlocks = 4;  // mma16: blocks per supertile (128 columns)
 
+// The largest quantized matrix: with these bounds every count and offset of every layout (padding included,
+// times k and the 4-byte word) fits int64 and size_t with room, so a shape read from a file cannot overflow them.
+inline constexpr int64_t kMaxQuantizedDim = (int64_t(1) << 31) - 1;   // rows, and columns
+inline constexpr int64_t kMaxQuantizedElements = int64_t(1) << 48;   // rows x columns
+// Throws kbit::Error naming the shape unless 0 < rows, cols <= kMaxQuantizedDim and rows x cols <= the maximum.
+void require_quantized_shape(int64_t rows, int64_t cols);
+
 struct Geometry {
   int64_t rows = 0;  // N
   int64_t cols = 0;  // K (unpadded)

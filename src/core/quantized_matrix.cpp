@@ -10,7 +10,7 @@ namespace kbit {
 
 QuantizedMatrix QuantizedMatrix::allocate(int64_t rows, int64_t cols, const Codebook& codebook, Layout layout,
                                           Memory where) {
-  KBIT_REQUIRE(rows > 0 && cols > 0, "quantized matrix shape must be positive, got [", rows, ", ", cols, "]");
+  require_quantized_shape(rows, cols);
   QuantizedMatrix q;
   q.geometry_ = Geometry{rows, cols, codebook.bits()};
   q.layout_ = layout;
@@ -30,7 +30,7 @@ QuantizedMatrix QuantizedMatrix::allocate(int64_t rows, int64_t cols, const Code
 
 QuantizedMatrix QuantizedMatrix::borrow_device(int64_t rows, int64_t cols, const Codebook& codebook, Layout layout,
                                                void* words, void* scales, DeviceMeta* meta) {
-  KBIT_REQUIRE(rows > 0 && cols > 0, "quantized matrix shape must be positive, got [", rows, ", ", cols, "]");
+  require_quantized_shape(rows, cols);
   KBIT_REQUIRE(words && scales && meta, "borrow_device: null words, scales or metadata");
   QuantizedMatrix q;
   q.geometry_ = Geometry{rows, cols, codebook.bits()};

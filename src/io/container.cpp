@@ -98,7 +98,11 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
                    j["shape"][0].is_number_integer() && j["shape"][1].is_number_integer(),
                where, ": shape must be [N, K]");
   const int64_t rows = j["shape"][0].get<int64_t>(), cols = j["shape"][1].get<int64_t>();
-  KBIT_REQUIRE(rows > 0 && cols > 0, where, ": shape [", rows, ", ", cols, "] must be positive");
+  try {
+    require_quantized_shape(rows, cols);
+  } catch (const Error& e) {
+    throw Error(concat(where, ": ", e.what()));
+  }
   KBIT_REQUIRE(j.contains("tensor_scale") && j["tensor_scale"].is_number(), where, ": missing tensor_scale");
   const float s = float(j["tensor_scale"].get<double>());
   int exp = 0;
@@ -138,7 +142,13 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
 
   float values[kMaxLevels];
   std::memcpy(values, f.bytes(cbt).data(), size_t(4) << k);
-  Codebook cb = Codebook::custom(k, {values, size_t(1) << k});
+  Codebook cb = [&] {
+    try {
+      return Codebook::custom(k, {values, size_t(1) << k});
+    } catch (const Error& e) {
+      throw Error(concat(f.path(), ": ", cbt.name, ": ", e.what()));
+    }
+  }();
   if (cb == Codebook::bnf(k)) cb = Codebook::bnf(k);
   else if (cb == Codebook::nf(k)) cb = Codebook::nf(k);
 

@@ -75,6 +75,15 @@ TEST(Container, RejectsInconsistentMetadata) {
   EXPECT_THROW(load_quantized(write_with(R"({"k":3,"shape":[4,32],"tensor_scale":1})"), "w"), Error);
   EXPECT_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,32]})"), "w"), Error);
   EXPECT_THROW(load_quantized(write_with("not json"), "w"), Error);
+  // Shapes whose counts would overflow int64 are refused before any size is computed from them.
+  test::expect_error([&] { load_quantized(write_with(R"({"k":4,"shape":[9223372036854775807,32],"tensor_scale":1})"), "w"); },
+                     "is too large");
+  test::expect_error([&] { load_quantized(write_with(R"({"k":4,"shape":[4,9223372036854775807],"tensor_scale":1})"), "w"); },
+                     "is too large");
+  test::expect_error([&] { load_quantized(write_with(R"({"k":4,"shape":[1073741824,1073741824],"tensor_scale":1})"), "w"); },
+                     "2^48 elements");
+  test::expect_error([] { QuantizedMatrix::allocate(int64_t(1) << 40, 64, Codebook::bnf(4), Layout::mma16, Memory::host); },
+                     "is too large");
   EXPECT_NO_THROW(load_quantized(write_with(R"({"k":4,"shape":[4,32],"tensor_scale":0.25,"hadamard":null})"), "w"));
 }
 
