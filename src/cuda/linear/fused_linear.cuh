@@ -39,65 +39,12 @@
 // experts, each CTA first tabulates the token tiles of every expert from the device
 // offsets, and items are (tile, stripe) over non-empty experts only (no splits);
 // checked against the CPU reference on the H200 (tests/cuda/moe_gpu_test.cpp).
-// Measured (H200, 2026-11-29, commit cdfe642, BENCHMARKS.md): M = 1, k = 4: glm47.q
-// 22.1 us (1.51 TB/s, 34% of 4.40; cuBLAS bf16 35.2 us), shared_gu 33.9 us (1.97 TB/s);
-// k = 2: 0.8-0.9 TB/s. Latency-bound (ncu: 25% occupancy at 128 registers, issue
-// slots ~40% busy). Small projections (qwen3 shared_dn) lose to cuBLAS.
-// Tuned plans (commit 596a7d5, BENCHMARKS.md): glm47.q k = 4 at M = 4, 8, 16: 19.0, 19.8,
-// 29.4 us (cuBLAS ~34); at M = 16 (n_tiles 2) ncu shows 5.7 instructions per weight,
-// 24% occupancy, 0.63 eligible warps per scheduler, 46% of stalls on L1TEX (x is not
-// prefetched for n_tiles > 1: no registers left), DRAM 17% busy. Stripes items (commit
-// 33c4b77, glm47 k = 4, cuBLAS bf16 in the same run): M = 16 q 25.7 us (1.31x), shared_gu
-// 37.1 (1.61x); M = 32 q 36.5 (0.94x), shared_gu 50.4 (1.19x); M = 64 q 55.3 (0.61x).
-// Latest (commit b6a9259, 2026-11-30, cuBLAS bf16 in the same run): M = 8, k = 4 q 20.2 us
-// (1.70x), M = 16 q 25.7 (1.34x), kv 9.3 (1.09x), shared_gu 37.1 (1.67x); with PDL launches
-// chained on one stream M = 16 kv 7.5 us, o 25.5 (against 27.7 plain). Commit 16be850
-// (the k >= 3 table after the first loads): M = 16, k = 4 q 24.7 us (1.41x), shared_gu 35.9
-// (1.73x); Qwen3 shared_dn M = 1, k = 3 3.23 us (from 3.54). wgmma items (c825f32): correct,
-// slower than the mma.sync items (q at M = 32 46.0 us against 36.0, M = 64 63.9 against 54.9).
-// Split sums batched per split (2026-12-01, A/B in one binary, then re-tuned; cuBLAS bf16 in
-// the same run): M = 16, k = 4 q 21.6 us (1.59x; 25.0 before), o / shared_dn 22.4 (1.68x;
-// 27.2), Kimi latent 13.8 (1.13x; 16.5); M = 64 o 49.1 (67.1 before the re-tune, 83.6 before both).
-// Codebook from the parameters, x before the pair table (commit 1d8f891, A/B in one binary):
-// -1.3% on geometric mean at M = 8..32; Qwen3 2048 x 512, M = 16, k = 4 4.22 -> 3.89 us. k = 2
-// without the codebook's copy and barrier (7dab939): -1.1%. Full run at 7dab939 (2026-12-01):
-// glm47 q M = 16, k = 4 22.27 us (1.56x cuBLAS bf16); Qwen3 2048 x 512 M = 1, k = 5 3.50 us
-// (0.96x), the same as at 1d8f891 (the k = 5 slowdown seen across machines was not the code).
-// cta_shuffle items (no pair table, levels by shuffle; tuned, 2026-12-01, cuBLAS bf16 in the same
-// run): Qwen3 2048 x 512 M = 1, k = 3 / 4 / 5 2.86 / 2.91 / 3.13 us (3.21 / 3.24 / 3.52 with the
-// table; cuBLAS 3.34), M = 16, k = 5 3.70 (4.10); picked by the tune on every Qwen3 shape at k >= 3
-// somewhere in M = 1..16 (3-11% faster there), and on glm47 moe_gu, moe_dn at M = 16.
-// Pair stores in the epilogue (store_full_tile, 2026-12-02, A/B of the table's plans, min of
-// two rounds, 36 rows per M): M = 24 / 32 / 64 geomean 0.975 / 0.972 / 0.983, M <= 16 neutral.
-// Stream-K over stripes items (2026-12-02): slower than whole splits on every large shape
-// (glm47 q M = 16, k = 4 23.2 us against 22.7); dropped, bench/results/*session38*.
-// Block scales in fp32 after each block's two MMAs (kFp32Scales: n_tiles 1 in cta, stripes and
-// cta_shuffle items but k = 4's; H200, 2026-12-04, A/B in three rounds on two machines, every
-// dense row at M = 1, 4, 8, 16 on these kernels): geomean 0.988, cta k = 2 0.974, cta_shuffle
-// k = 5 0.973 (Qwen3 2048 x 512 M = 16 3.70 -> 3.48 us), glm47 kv M = 4 k = 2 5.90 -> 5.61.
-// Activations through a per-warp ring (fused_warp_x_ring: cta_shuffle items and k = 2's cta items at
-// n_tiles 2; H200, 2026-12-04, A/B of every dense M = 16 row, then the M = 16 losers re-tuned):
-// glm47 moe_dn k = 4 7.02 -> 6.36 us (cuBLAS bf16 6.72), kv k = 4 / 5 8.79 / 10.36 -> 7.28 / 7.73
-// (cta_shuffle n_tiles 2; cuBLAS 10.04), Qwen3 4096 x 2048 k = 2 6.62 -> 5.40. Partial token tiles
-// (M = 9..15) on the ring's unguarded copies, rows past M zero-filled (H200, 2026-12-04, A/B of every
-// dense row at M = 9, 12, 15): ring plans 5-29% faster (glm47 moe_gu k = 2 13.45 -> 9.65 us), geomean
-// 0.956; with M = 16 re-tuned, 70 of 72 dense rows faster than cuBLAS bf16 at each of M = 9, 12, 15, 16.
-// bf16 scale pairs in two instructions (scale_bits_pair_bf16; H200, 2026-12-04, A/B of every dense row at
-// M = 12, 16): geomean 0.991 / 0.992; M = 16 70 of 72 rows faster than cuBLAS bf16 (1.31x), k = 4 glm47 q
-// 21.59 us (1.59x), shared_gu 35.33 (1.75x). Dropped the same day: 32-bit weight offsets and the stripes
-// ring's copy addresses from row m0 (M = 8 +1.2% by geomean, stripes at n_tiles 1 3-6% slower; NOTES.md).
-// k = 5's high code bits by byte (layout.h: pair r's bits 8-9 in byte r of the high word, so one shift and
-// one mask per k-step serve four pairs; H200, 2026-12-04, A/B of every dense k = 5 row against the old
-// layout): cta_shuffle items 2.9% (n_tiles 1) and 3.0% (n_tiles 2: 1.7%, then 1.3% more with element 1's
-// indices merged by one lop3) faster, GEMV 8-9%; M = 16 Kimi latent 15.61 -> 14.96 us (cuBLAS bf16
-// 15.22), glm47 moe_dn 7.05 -> 6.77 (6.74). The table items keep a shift and a mask per pair (the joined
-// code spilled at n_tiles 1).
-// The warp ring's next copy issued before the current one is waited for (H200, 2026-12-04, A/B of every
-// dense row at M = 12, 16): ring plans 1.1-1.7% faster by plan class, geomean 0.992; then every dense row
-// at M = 9, 12, 16 faster than cuBLAS bf16 in one run, glm47 moe_dn k = 5 by the least (6.68 / 6.70 us
-// against 6.70 / 6.75 at M = 12 / 16). Two accumulator chains per n-tile at k = 5 (kSplitChains): cta_shuffle
-// items at n_tiles 2 0.6% faster; glm47 moe_dn k = 5 M = 9 / 12 / 16 6.54 / 6.59 / 6.68 us (cuBLAS bf16 6.73 /
-// 6.75 / 6.79 in the same run).
+// Measured (H200, 2026-12-04, fifty-ninth session, commits 5c8ff98 / a809c48, cuBLAS bf16 in the same
+// run; BENCHMARKS.md): every dense projection of shapes.json at every k faster than cuBLAS bf16 at M = 8,
+// 9, 12 and 16 (72 of 72 rows each). M = 16: glm47 q k = 2 / 3 / 4 / 5 20.56 / 21.13 / 21.45 / 28.13 us
+// (cuBLAS 34.22; 1.59x at k = 4), shared_gu k = 4 35.29 (1.69x), glm47 moe_dn k = 5 6.68 (6.79), Kimi
+// latent k = 5 15.00 (15.48). Latency-bound at n_tiles 2 (ncu: ~2.4 active warps per scheduler, the
+// MMA and decode chains of each warp set the pace). Each change and its A/B: docs/KERNEL_HISTORY.md.
 #pragma once
 
 #include <cuda_bf16.h>

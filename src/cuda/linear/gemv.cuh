@@ -37,78 +37,12 @@
 // Grouped mode (kbit::expert_linear at decode): units over (tile of 1/2/4 rows of a
 // non-empty expert, stripe, supertile) from the device offsets; x can be staged through
 // a row gather or SwiGLU (GemvArgs::x_gather, x_swiglu; kbit::moe_forward's folds).
-// Measured (H200, 2026-11-30, commit 3ce1160 / b216b93, BENCHMARKS.md), M = 1, k = 4:
-// glm47 q 15.5 us (2.16 TB/s, 49% of 4.40; fused kernel 25.4, cuBLAS bf16 35.1), k = 3
-// 15.1, k = 2 14.6; shared_gu 25.1 us (2.67 TB/s). Grouped, GLM-4.7 experts k = 4:
-// 1.8-3.3 TB/s at T = 1..16. Latency-bound (ncu: 22% occupancy at 104 registers,
-// issue slots 39% busy); ~5.5 us fixed per dense call, ~10 us per grouped call. The
-// phase probe (GemvArgs::probe, kbit bench gemv-probe; c107387) on glm47 q: the loop
-// streams at 3.7 TB/s, but starts 3.1-4.3 us after entry (x staging behind the weight
-// loads) and the last warp exits ~3 us after the median one.
-// Latest (commit b6a9259, 2026-11-30): glm47 q k = 4 14.95 us (2.35x cuBLAS bf16), k = 2
-// 14.31; with PDL launches chained on one stream (trigger at entry) 13.42 and 12.79. An L2
-// bulk prefetch of each warp's next weights while x is staged made it 1-12% slower (42d0878).
-// Shared-memory meeting of split stripes (2026-11-30, A/B in one run against the workspace
-// path, KBIT_GEMV_GLOBAL_PIECES=1): glm47 q k = 2 13.38 us (14.49), k = 4 14.06 (15.17);
-// o, shared_dn -3%, shared_gu unchanged; grouped GLM-4.7 experts 1-7% faster at T = 1..16
-// (moe_dn T = 16, k = 4: 1% slower, one routing).
-// A CTA barrier at the end of the ranges instead (first warp sums) gained only on q (5%).
-// Before the k = 2 register decode (H200, 2026-12-02, fb0ee2e; BENCHMARKS.md): glm47 q M = 1
-// k = 2 13.1-13.2 us, k = 4 14.1; with PDL 12.3-12.4 and 12.8.
-// No weight loads past a warp's range (2026-12-02): the ring re-loaded the range's last unit
-// D times at its end (~6 MB of L2 reads per call over the grid); predicated off, glm47 M = 1
-// k = 2 1.4-2.8% faster (q 13.39 -> 13.08 us, shared_gu 24.25 -> 23.57), k = 4 0.1-1.3%,
-// 56 rows geomean 0.994 (A/B in one call, bench/results/h200-ab-gemv-no-reload-session32.txt).
-// Grouped calls keep the reloads: without them GLM-4.7 experts at T = 1, 4, 16 ran 1-3% slower
-// (h200-ab-gemv-no-reload-grouped-session32.txt).
-// k = 2 decodes block 0 of each unit in registers (kGemvK2RegisterSteps; H200,
-// 2026-12-02, 0e32e63): glm47 q M = 1 k = 2 12.76-12.81 us (1.38 TB/s), PDL 11.98-12.04;
-// shared_gu 22.31; k = 4 unchanged (q 14.06)
-// (h200-abn-gemv-k2-register-blocks-session34.txt).
-// Latest: tensor products at M >= 3 and M = 2, k >= 3 (H200, 2026-12-02, thirty-fifth
-// session; h200-ab-gemv-tensor-products-session35.txt): glm47 q M = 4 k = 2 / 4 / 5
-// 16.4 / 16.8 / 21.0 us (the dispatcher's fused plan was 19.1 / 18.2 / 24.2), M = 2 k = 4
-// 15.9 (16.3); M = 1 unchanged (q 12.9 at k = 2, 14.0 at k = 4).
-// Grouped start (H200, 2026-12-02, fortieth session; h200-gemv-probe-grouped-start-session40.txt):
-// the first weight requests waited ~1.2 us longer than dense ones (the offsets, two CTA
-// barriers around a serial prefix, a binary search) and x was staged ~1.6 us later. Now the
-// pair table is built while the offsets are in flight, the tile table is a parallel scan,
-// the expert search two ballots, x requested before the weights, and segments of a few
-// units go whole to one warp: k = 4, GLM-4.7 moe_dn T = 1 16.6 -> 16.1-16.2 us, moe_gu
-// 25.2 -> 25.0; Qwen3-Coder-Next moe_dn T = 1 9.9 -> 8.2-8.4, moe_gu 11.4 -> 10.3.
-// 1-row tiles (kRowTiles; H200, 2026-12-02, forty-first session; A/B against a721142 in
-// bench/results/h200-ab-grouped-gemv-row-tiles-session41.jsonl): the units and x's rows come
-// from the row count, the tile table is the expert of each staged row, x is requested before
-// the offsets; Qwen3-Coder-Next moe_dn T = 1 3-6% faster, moe_forward T = 1..12 1-2%; GLM-4.7
-// unchanged (moe_dn T = 1 16.1-16.3 us). Then the pair table after the first weight
-// requests in grouped calls too (built under the offsets' round trip it held them back:
-// kbit bench first-load puts a cold load alone at 0.2-0.5 us): GLM-4.7 moe_dn T = 1 16.2 ->
-// 15.6 us (3.0x cuBLAS grouped bf16), moe_gu 24.7 -> 24.4, Qwen3-Coder-Next moe_gu T = 1 10.1
-// -> 9.4, T = 8..16 unchanged (h200-ab-grouped-gemv-pair-table-after-weights-session41.jsonl).
-// Tiles by expert (gemv_mixed_kernel; H200, 2026-12-03, fifty-first session): one launch whose
-// CTAs split into three classes, experts with 1, 2 and >= 3 rows in tiles of 1, 2 and 4 rows,
-// each CTA staging only its own tiles' rows through a row map. Against uniform 2-row tiles
-// (two routings, bench/results/h200-moe-tiles-by-expert-ab-session51.jsonl): GLM-4.7 k = 4
-// T = 8..20 moe_dn 0.967 by geomean (T = 20 0.91-0.92), moe_gu 1.000; Qwen3-Coder-Next T = 24
-// 0.95 / 0.98; k = 2 1.05-1.31 and k = 3 0.99-1.10 (slower: automatic at k = 4 only).
-// The class split held at the minima (2026-12-04, fifty-second session): the shares used to
-// come on top of each class's fewest CTAs, so GLM-4.7 moe_gu's 4-row tiles (9 staged rows
-// at K = 5120: a CTA per tile) got those and a share again and ended ~30% before the 1-row
-// ones (gemv-probe --per-cta: exits 157 against 226 us; now 207-223, the call 233 -> 223 us).
-// Same call A/B, k = 4, against the old split: GLM-4.7 T = 12..20 0.92-1.02, T = 8 up to 1.18
-// slower, Qwen3-Coder-Next T = 20 1.16-1.30 slower (few-tile classes): automatic from half a
-// row per expert (h200-moe-class-split-ab-session52).
-// x by bulk copies (GemvLaunch::x_bulk; H200, 2026-12-04, fifty-third session): warp 0 copies
-// x's raw rows into the staged x with cp.async.bulk (one round trip whatever M and K), the
-// threads convert in place; LDG staging took one round trip per 4 chunks per thread (K = 12288
-// or M >= 2 at K = 5120: two or more). Same-call A/B against LDG staging
-// (h200-ab-gemv-x-bulk-session53): glm47 o, shared_dn M = 1, 2 2-4% faster, q M = 2, 4 2-3.4%;
-// M = 1 at K = 5120 0-1.4%; 84 rows (M = 1, 2, 4, k = 2, 4, with and without PDL) geomean 0.993;
-// k = 3, 5 on every model: the 26 GEMV rows 0.977, k = 5 at M = 2, 4 up to 6.5% faster.
-// x's first chunk still arrives ~2.7 us after the request, in L2 or not, copies or LDGs
-// (gemv-probe --hot-x): it waits behind the grid's first weight wave either way. Grouped calls
-// gained nothing at one row and 1-2% at T = 8..16 (noise of one routing): copies only above
-// kGemvXBulkMinValues staged values; not in the mixed kernel (spills).
+// Measured (H200, 2026-12-04, fifty-eighth session, cuBLAS bf16 in the same run; BENCHMARKS.md): M = 1
+// glm47 q k = 2 / 3 / 4 / 5 12.93 / 13.59 / 14.09 / 15.49 us (1.37 / 1.88 / 2.37 / 2.67 TB/s; cuBLAS bf16
+// 34.49), shared_gu k = 5 27.54 (3.00 TB/s, 68% of 4.40). The loop streams at ~3.7 TB/s; the rest is the
+// start (x staged ~2.7 us after entry, behind the grid's first weight wave) and the tail (the last warp
+// exits ~3 us after the median one; kbit bench gemv-probe). Grouped (kbit::expert_linear at decode):
+// BENCHMARKS.md, MoE tables. Each change and its A/B: docs/KERNEL_HISTORY.md.
 #pragma once
 
 #include <cuda_bf16.h>

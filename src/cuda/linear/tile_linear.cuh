@@ -19,70 +19,19 @@
 // Splits along K and the epilogue are the fused kernel's (finish_item). Launch: persistent
 // CTAs (SMs x resident CTAs), items = (stripe group, K split, token tile), stripe groups
 // fastest so that the CTAs running at once share a token tile of x in L2.
-// Measured (H200, 2026-12-01, cuBLAS bf16 in the same run, BENCHMARKS.md): glm47 q (12288 x
-// 5120), k = 4, default plan: M = 64 44.7 us (cuBLAS 33.0), M = 512 161.2 (87.9), M = 4096
-// 1362.7 (649.2); tuned at M = 64 it is the fastest kbit plan on glm47's large projections (o
-// 41.5 us against the stripes items' 49.6; cuBLAS 38.8); with k >= 3's pair table instead
-// of shuffles at 8 warps (2026-12-01): M = 64 k = 4 q 44.4 -> 39.4, o 41.7 -> 37.6,
-// shared_gu 78.8 -> 71.0; M = 128 k = 4 q 54.5 -> 48.1. Not yet faster than dequantize +
-// cuBLAS from M = 128 on: ncu (first version, M = 512) showed the loop issue-bound on the
-// decode (~700 instructions per warp and supertile at 255 registers, 2 warps per scheduler,
-// issue slots 40% busy) with the tensor cores waiting; TMA for x, the row permutation and
-// 32-bit descriptor arithmetic then took M = 512 from 227 to 161 us. The warp-specialised
-// variant (n_tiles 32, tile_ws_kernel below; same day): M = 4096 1033 us (cuBLAS 734,
-// dequantize + cuBLAS 779), M = 512 155 (84.3; 129.7); glm47 shared_gu at M = 512 245 us,
-// faster than dequantize + cuBLAS (259; cuBLAS bf16 164). Its decode warps reading k >= 3's
-// levels from the pair table instead of by shuffle (same day, k = 2 unchanged as the
-// control): k = 4 q M = 4096 1029 -> 967 us, M = 512 156 -> 147, o / shared_dn M = 512 -9%;
-// shared_gu M = 512 220 us (k = 2..4) is in the tuned table, against 256 for dequantize +
-// cuBLAS. Its decode warps decoding one stage ahead of the proxy fence and the full tiles'
-// pair-store epilogue (2026-12-01, A/B in one run): glm47 k = 4 M = 512 q 145.9 -> 131.0 us,
-// shared_gu 216.3 -> 198.8, moe_dn 31.7 -> 24.2; M = 4096 q 896 -> 795-851, moe_dn 142 -> 117.
-// The split tail (tile_schedule.h; same day, A/B in one binary): M = 512 k = 4 q 130.4 ->
-// 108.0-108.7 us (cuBLAS bf16 84-87), o 141.1 -> 121.9, kv 62.6 -> 31.6; the tuned table now
-// takes it for glm47 q, o, shared_dn and shared_gu at M = 512 (0.70-0.83x cuBLAS bf16).
+// Warp-specialised forms (tile_ws_kernel: n_tiles 32, 256 tokens; tile_ws_small_kernel: the plan's
+// warps = 16 at 64 / 128 tokens): 8 warps decode into the A buffers for two warpgroups that only multiply.
 // Grouped mode (kbit::expert_linear, FusedArgs::grouped_tiles): items run over the token
 // tiles of a table that grouped_tile_table.cu writes just before (expert, first row, end
-// row), W's stripes offset by the expert; no splits. MoE prefill (same day, k = 4, against
-// cuBLAS grouped bf16): GLM-4.7 T = 4096 moe_gu 6533 -> 2381 us (1.82x), moe_dn 3701 -> 1436.
-// The 128-token tiles' pair-store epilogue (store_full_tile, same day): glm47 q M = 128
-// k = 4 49.9 -> 47.0 us.
+// row), W's stripes offset by the expert; no splits.
 // Stream-K (wgmma_stream items, TileArgs::sk, tile_schedule.h): the tiles' supertiles cut
 // into one equal range per CTA, a cut tile's pieces reduced in K order by the last to
-// arrive (reduce_stream_k_partials). H200, 2026-12-02, forced default plans, k = 4: M = 64
-// glm47 q 39.6 -> 37.0 us (96 tiles on 132 SMs), shared_gu 72.4 -> 64.9; M = 128 o 65.2 ->
-// 46.0, kv 46.0 -> 18.8, shared_gu 99.3 -> 79.3. Weight loads in flight are not what limits
-// the 64-token tiles: twice or three times D there made them 2-4% slower. The stream-K
-// 64-token tiles' pair-store epilogue (2026-12-02, one run of each binary, M = 64 k = 4):
-// glm47 q 37.0 -> 35.6 us, kv 16.0 -> 14.4, qwen3 shared_dn 10.0 -> 8.5 (geomean 0.905).
-// Pair stores for partial token tiles too (2026-12-02, two runs of each binary): Qwen3 moe_dn
-// T = 4096 k = 4 664 -> 512 us (cuBLAS grouped bf16 ~560), dense M = 100 Kimi latent 40.7 -> 33.5.
-// Stream-K for the 256-token kernel too (wgmma_stream items with n_tiles 32; H200, 2026-12-03,
-// forty-sixth session, bench/results/h200-*-stream-k-session46.*): glm47 o / shared_dn at
-// M = 512 (80 tiles of 96 supertiles for 132 SMs; the split tail ran them in two waves of
-// thirds) k = 3, 4 134-138 -> 128-130 us (cuBLAS bf16 100-104), k = 2 level with dequantize
-// + cuBLAS; q and shared_gu (192 / 384 tiles) 4-7% slower than with the split tail, which
-// the tuned table keeps for them. The lean pair-store epilogue (store_full_tile_plain,
-// 2026-12-03, forty-seventh session, A/B in one binary, two rounds, k = 4): M = 512 glm47 q
-// 121.2 -> 119.2 us, o 125.7 -> 124.2, shared_dn 126.7 -> 123.7, shared_gu 224.4 -> 227.0
-// (the spread between rounds is 1-2%); M = 64 / 128 geomean of 18 shapes 0.976 / 0.989. At
-// M = 512 the card runs this kernel at 1.67 GHz of its 1.98 (power; ncu --clock-control none).
-// Register pools instead of the pair table (2026-12-03, forty-eighth session, A/B in one run,
-// bench/results/h200-ab-register-pool-decode-session48.*): k = 3 at one warpgroup (in place of
-// shuffles) glm47 M = 64 moe_dn 11.16 -> 10.48 us, moe_gu 17.57 -> 17.05, kept; k = 4 slower
-// everywhere (256-token decode warps +8-9% at M = 512, 64/128-token kernel +10-19%), k = 3 at
-// two warpgroups and in the decode warps +1-3%: not kept. Two-CTA clusters for the 256-token
-// kernel (a pair of token tiles per cluster, each CTA decoding half the rows for both, the
-// peer's half by st.async): 1.2-1.5x slower at M = 512 and 4096, not kept
-// (bench/results/h200-ab-tile-pairs-*-session48.*, tile-pairs-cluster-st-async-dropped-session48.patch).
-// Forty-ninth session (H200, 2026-12-03): tile_ws_small_kernel (the 256-token kernel's warp
-// specialisation at 64 / 128 tokens; below), 2-5% faster on glm47's tuned M = 64 rows and 1-3% at
-// M = 128, 12-14% / 4-7% by geomean forced on every shape; the wgmma descriptors are one add per
-// k16 step (1-2%). A 64 KB pair table with one-prmt addresses (32 fewer imad per warp and
-// supertile) gained nothing and was dropped (bench/results/*session49*). Fiftieth session: that
-// kernel is the plan field warps = 16 of wgmma_stream items (8 keeps tile_linear_kernel), swept
-// by kbit tune: M = 64 and 128 re-tuned, 43 and 30 of 72 cases on it; dense M = 64 table 3.3% faster by
-// geomean than the forty-ninth session's (bench/results/*session50*).
+// arrive (reduce_stream_k_partials). Otherwise a part-empty last wave splits along K (the split tail).
+// Measured (H200, cuBLAS bf16 in the same run; BENCHMARKS.md): M = 64 (2026-12-03, fiftieth session,
+// re-tuned) glm47 k = 4 q 35.00 us (0.96x), o 35.35 (1.08x), shared_gu 61.17 (1.01x), shared_dn 35.24
+// (1.08x); M = 512 glm47 q k = 4 119.2 us (forty-seventh session; cuBLAS bf16 ~85), kbit::linear 0.64-0.91x
+// over the 72 dense rows. At M = 512 the card runs this kernel at 1.67 GHz of its 1.98 (power; ncu
+// --clock-control none). Each change and its A/B: docs/KERNEL_HISTORY.md.
 #pragma once
 
 #include "../tensor_map.h"

@@ -36,30 +36,12 @@
 // the main loop (skinny_pdl_trigger). Partial sums: skinny_reduce.cuh (warp order, cluster rank order).
 // Launch: grid (row groups of 16 R rows, splits), WARPS * 32 threads, at most 128 registers
 // per thread (four CTAs of 4 warps per SM; 32-row CTAs spilled with the register loaders).
-// Measured (H200, 2026-11-30, commit e6fa8bc, N = 7168, K = 3584, bf16 + residual, the
-// tuned async shapes): M = 1 15.1 us, M = 8 16.0 us (cuBLAS addmm 17.1-17.3), M = 16
-// 19.8 us with one stripe (cuBLAS 15.5; ncu: A mostly from L2, once per CTA), 18.2 us
-// with two (commit 9f8437b; ncu there: 19% occupancy, 3.2 of 8.5 cycles per issue
-// waiting on L1TEX); with A in the ring (commit 33c4b77): M = 1 14.7 us, M = 8 15.5 us
-// (cuBLAS 17.0-17.1), M = 9-16 15.6-16.1 us with one stripe, 64-column batches (cuBLAS
-// 15.2-15.4); with bias and R requested before the loop (2026-12-01): M = 1-8 14.6-15.2 us
-// (cuBLAS 17.1-17.7), M = 9-16 15.1-15.4 (cuBLAS 15.4-15.5); chained with PDL 13.7-13.9 /
-// 14.2-14.4 us. The reg and smem loaders:
-// 17.0-19.2 us at M = 1 (registers hold too few bytes in flight). Read floor 12.8 us.
-// Twenty-eighth session (H200, 2026-12-01): chained with PDL, the early refill (EARLY_REFILL)
-// gives M = 1-8 12.8-13.3 us, M = 9-16 14.1-14.2; isolated calls unchanged (14.5-15.2 /
-// 15.2-15.5). Where the isolated call's 1.9-2.6 us above the read floor go (kbit bench
-// skinny-probe, BENCHMARKS.md): this loader's reads alone, without MMAs, take 13.2-13.4 us;
-// the MMAs and fragment reads cost 0.55-0.75 us, the epilogue 0.3; and the warps whose first
-// batch lands last (up to 1.9 us after the median one) finish last.
-// Twenty-ninth session (H200, 2026-12-01, commit 84e4055): with the table's PDL entries
-// (32-row CTAs, 4 tiles of 64 columns at M = 9-16) chained calls take 12.9-13.2 us at
-// M = 1-8 and 13.6-14.0 at M = 9-16; isolated 14.4-14.7 / 15.1-15.4 (cuBLAS 15.4-17.4).
-// Thirtieth session (H200, 2026-12-01): the ring's tile index kept as a counter instead of
-// i % stages (a division sequence by the run-time ring length on every batch's path), A/B
-// in one session: isolated M = 1 / 8 / 9 / 16 14.36 / 14.41 / 15.03 / 15.29 -> 14.22 / 14.06 /
-// 14.36 / 14.76 us (cuBLAS addmm 17.2 / 17.1 / 15.1 / 15.1), chained with PDL 12.80 / 13.13 /
-// 13.59 / 13.87 -> 12.64 / 12.93 / 13.53 / 13.78.
+// Measured (H200, 2026-12-01, thirty-first session, Kimi-K3 latent N = 7168, K = 3584, bf16 + residual,
+// the tuned async shapes, every row valid against fp64; BENCHMARKS.md): isolated M = 1-8 14.28-14.35 us,
+// M = 9-16 14.60-14.94 (cuBLAS addmm 17.1-17.9 / 15.4-15.5: 1.04-1.25x); chained with PDL 12.76-13.01 /
+// 13.68-13.88; a plain read of W 12.8. The isolated call's extra ~1.5 us is its head and tail (the warps
+// whose first batch lands last finish last; kbit bench skinny-probe). Each change and its A/B:
+// docs/KERNEL_HISTORY.md.
 #pragma once
 
 #include <cooperative_groups.h>
