@@ -14,6 +14,10 @@
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
 
+namespace kbit::generated {
+extern const char* const kLinearConfigsJson;
+}
+
 namespace kbit {
 namespace {
 
@@ -394,6 +398,36 @@ TEST(LinearConfigs, RoundTripAndLookupByMRange) {
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 9)->splits, 16);
   EXPECT_EQ(detail::find_linear_config(back, "GPU Y", 4, 4096, 2048, 1), nullptr);
   EXPECT_THROW(detail::parse_linear_configs("{\"entries\": [{\"bits\": 4}]}"), Error);
+}
+
+// Every entry of the compiled table (data/linear_configs.json) is a plan that kbit::linear or
+// skinny_gemm accepts as it stands: a hand edit or a tune on another build cannot leave an entry
+// that fails only when its shape is first called on that GPU.
+TEST(LinearConfigs, EveryCompiledEntryIsAValidPlan) {
+  const auto table = detail::parse_linear_configs(generated::kLinearConfigsJson);
+  ASSERT_GT(table.size(), 100u);
+  for (const auto& c : table) {
+    SCOPED_TRACE(detail::concat(c.device, " bits=", c.bits, " n=", c.n, " k=", c.k, " m=", c.m, " pdl=", c.pdl));
+    if (c.bits == 16) {
+      const SkinnyPlan p = plan_skinny(c.m, c.n, c.k, bench::skinny_options_of(c));
+      EXPECT_GT(p.splits, 0);
+      continue;
+    }
+    LinearOptions o;
+    o.path = c.path;
+    o.pdl = c.pdl;
+    if (c.path == LinearPath::fused_mma) o.n_tiles = c.n_tiles, o.warps = c.warps, o.splits = c.splits, o.items = c.items;
+    LinearPlan p;
+    ASSERT_NO_THROW(p = plan_linear(c.m, c.n, c.k, c.bits, o));
+    EXPECT_EQ(p.path, c.path);
+    if (c.path != LinearPath::fused_mma) continue;
+    EXPECT_EQ(p.n_tiles, c.n_tiles);
+    EXPECT_EQ(p.warps, c.warps);
+    EXPECT_EQ(p.items, c.items);
+    // What the tune timed is what runs: the table's split count survives normalisation
+    // (stream-K items cut K themselves and record 1).
+    EXPECT_EQ(p.splits, c.splits);
+  }
 }
 
 TEST(LinearConfigs, PdlEntriesServePdlRequestsFirstAndOnlyThem) {
