@@ -7,9 +7,11 @@
 // the file carries kbit.format = "1".
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
+#include "kbit/cpu.h"
 #include "kbit/quantized_matrix.h"
 #include "kbit/safetensors.h"
 
@@ -29,5 +31,20 @@ std::vector<std::string> quantized_names(const SafetensorsFile& f);
 bool is_kbit_tensor_part(const std::string& tensor_name);  // NAME.kbit_packed / _absmax / _codebook
 // Loads and validates one quantized weight as a flat host matrix.
 QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name);
+
+// Mixture-of-experts weights from a quantized checkpoint (one tensor per expert, as Hugging Face stores
+// them) into the stacks kbit::expert_linear and kbit::moe_forward take:
+//   names = expert_weight_names(ck, "model.layers.3.mlp", "down_proj");   // experts 0..E-1 in order
+//   QuantizedMatrix down = load_stacked(ck, names);                       // [E H, I], flat, host
+// and for gate_up, each expert's gate_proj name followed by its up_proj name. Then repack to mma16 and
+// copy to the device as any quantized matrix.
+// The quantized weights PREFIX.experts.E.PROJECTION.weight of a checkpoint, by expert index E, which
+// must run 0..E-1 without a gap; an error names the prefix and projection when there are none.
+std::vector<std::string> expert_weight_names(const Checkpoint& ck, const std::string& prefix,
+                                             const std::string& projection);
+// The quantized weights `names` (from whichever shard holds each) stacked by rows with
+// cpu::stack_rows: bit-identical weights under one tensor scale (see there; `stats` counts the
+// blocks it rescaled or quantized again).
+QuantizedMatrix load_stacked(const Checkpoint& ck, std::span<const std::string> names, cpu::StackStats* stats = nullptr);
 
 }  // namespace kbit::io

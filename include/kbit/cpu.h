@@ -3,6 +3,7 @@
 // the thread count.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "kbit/quantized_matrix.h"
@@ -23,6 +24,21 @@ void dequantize(const QuantizedMatrix& q, const MutableTensorView& out);
 
 // Same matrix in another layout (bit-exact round trip).
 QuantizedMatrix repack(const QuantizedMatrix& q, Layout to);
+
+// The rows of several matrices as one: parts[0]'s rows, then parts[1]'s, ... For instance E experts'
+// [N, K] weights, quantized one by one, into the [E N, K] stack that kbit::expert_linear and
+// kbit::moe_forward take (or an expert's gate rows, then its up rows). Host matrices of one K, bit width,
+// codebook and rotation, in any layout; the result is flat, under the largest tensor scale of the parts
+// that are not all zero. A part under a smaller tensor scale (2^-d times it) keeps its indices and gets
+// each block's E4M4 byte divided by 2^d where E4M4 holds the result exactly, so its dequantized weights
+// are bit-identical; blocks small enough to fall out of E4M4's range that way are quantized again from
+// their dequantized values under the common scale, and counted in `stats`.
+struct StackStats {
+  int64_t blocks = 0;       // blocks in the result
+  int64_t rescaled = 0;     // blocks whose byte was rescaled (exact)
+  int64_t requantized = 0;  // blocks quantized again under the common tensor scale
+};
+QuantizedMatrix stack_rows(std::span<const QuantizedMatrix* const> parts, StackStats* stats = nullptr);
 
 // y[M, N] = x[M, K] @ W^T, W dequantized on the fly; fp32 accumulation.
 void matmul(const TensorView& x, const QuantizedMatrix& w, const MutableTensorView& y);

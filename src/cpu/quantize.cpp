@@ -8,6 +8,7 @@
 #include "elements.h"
 #include "kbit/cpu.h"
 #include "parallel.h"
+#include "quantize_block.h"
 
 namespace kbit::cpu {
 namespace {
@@ -41,6 +42,23 @@ uint32_t max_abs_bits(const TensorView& w) {
 
 }  // namespace
 
+namespace detail {
+
+uint8_t quantize_block(const float* x, float s, const QuantizeTables& tables, uint8_t* idx) {
+  const float inv_s = 1.0f / s;  // exact: s is a power of two
+  float amax = 0.0f;
+  for (int j = 0; j < kBlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const uint8_t code = block_scale_code(amax, inv_s);
+  const float divisor = index_divisor(s, code);
+  const float* row = tables.thresholds.data() + size_t(code) * size_t(tables.rule.levels);
+  const float inv_dec = 1.0f / e4m4_decode(code);
+  for (int j = 0; j < kBlockSize; ++j)
+    idx[j] = uint8_t(quantize_index(tables.rule, row, code, x[j], inv_s, s > 1.0f, divisor, inv_dec));
+  return code;
+}
+
+}  // namespace detail
+
 void quantize_into(const TensorView& w, QuantizedMatrix& out) {
   kbit::detail::check_float_view(w, "quantize");
   kbit::detail::check_matrix(out, "quantize", Memory::host);
@@ -53,8 +71,6 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out) {
   const int k = g.bits;
   const int64_t nb = g.blocks_per_row();
   const QuantizeTables& tables = out.codebook().quantize_tables();
-  const float inv_s = 1.0f / s;  // exact: s is a power of two
-  const bool y_may_underflow = s > 1.0f;
   uint32_t* words = out.words();
   uint8_t* scales = out.scales();
 
@@ -64,15 +80,7 @@ void quantize_into(const TensorView& w, QuantizedMatrix& out) {
     for (int64_t r = r0; r < r1; ++r) {
       detail::load_row(w.data, w.dtype, w.stride(), r, w.cols, g.padded_cols(), row.data());
       for (int64_t b = 0; b < nb; ++b) {
-        const float* x = row.data() + b * kBlockSize;
-        float amax = 0.0f;
-        for (int j = 0; j < kBlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const uint8_t code = block_scale_code(amax, inv_s);
-        const float divisor = index_divisor(s, code);
-        const float* row = tables.thresholds.data() + size_t(code) * size_t(tables.rule.levels);
-        const float inv_dec = 1.0f / e4m4_decode(code);
-        for (int j = 0; j < kBlockSize; ++j)
-          idx[j] = uint8_t(quantize_index(tables.rule, row, code, x[j], inv_s, y_may_underflow, divisor, inv_dec));
+        const uint8_t code = detail::quantize_block(row.data() + b * kBlockSize, s, tables, idx);
         const int64_t slot = g.slot(Layout::flat, r, b);
         scales[slot] = code;
         pack_block(idx, k, words + slot * k);

@@ -1,8 +1,10 @@
 // Reading and writing quantized matrices in the safetensors container.
 #include "kbit/container.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "kbit/error.h"
@@ -158,6 +160,47 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
   std::memcpy(q.words(), f.bytes(packed).data(), packed.bytes());
   std::memcpy(q.scales(), f.bytes(absmax).data(), absmax.bytes());
   return q;
+}
+
+std::vector<std::string> expert_weight_names(const Checkpoint& ck, const std::string& prefix,
+                                             const std::string& projection) {
+  const std::string head = prefix + ".experts.", tail = "." + projection + ".weight";
+  std::map<int64_t, std::string> by_expert;
+  for (const auto& shard : ck.shards())
+    for (const std::string& name : quantized_names(shard)) {
+      if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 || !ends_with(name, tail))
+        continue;
+      const std::string index = name.substr(head.size(), name.size() - head.size() - tail.size());
+      if (index.empty() || index.size() > 9 || !std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      by_expert[std::stoll(index)] = name;
+    }
+  KBIT_REQUIRE(!by_expert.empty(), "no quantized weights ", head, "N", tail, " in the checkpoint");
+  std::vector<std::string> out;
+  for (const auto& [e, name] : by_expert) {
+    KBIT_REQUIRE(e == int64_t(out.size()), "quantized expert weights ", head, "N", tail, ": expert ", out.size(),
+                 " is missing (", by_expert.size(), " found, up to expert ", by_expert.rbegin()->first, ")");
+    out.push_back(name);
+  }
+  return out;
+}
+
+QuantizedMatrix load_stacked(const Checkpoint& ck, std::span<const std::string> names, cpu::StackStats* stats) {
+  KBIT_REQUIRE(!names.empty(), "load_stacked: no weight names");
+  std::vector<QuantizedMatrix> parts;
+  parts.reserve(names.size());
+  for (const std::string& name : names) {
+    const auto [file, info] = ck.find(name + kPacked);
+    KBIT_REQUIRE(file, "load_stacked: no quantized weight named '", name, "' in the checkpoint");
+    parts.push_back(load_quantized(*file, name));
+  }
+  std::vector<const QuantizedMatrix*> pointers;
+  for (const auto& p : parts) pointers.push_back(&p);
+  try {
+    return cpu::stack_rows(pointers, stats);
+  } catch (const Error& e) {
+    throw Error(concat("load_stacked(", names.front(), " ... ", names.back(), "): ", e.what()));
+  }
 }
 
 }  // namespace kbit::io

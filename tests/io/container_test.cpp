@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "kbit/container.h"
@@ -123,6 +124,83 @@ TEST(Container, RotationRoundTripsAndIsValidated) {
   EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"block","size":64,"signs":[1]}})"), "w"), Error);
   EXPECT_THROW(load_quantized(write_with(head + R"("hadamard":"row"})"), "w"), Error);
   EXPECT_NO_THROW(load_quantized(write_with(head + R"("hadamard":{"mode":"block","size":64,"signs":[1,2]}})"), "w"));
+}
+
+}  // namespace
+}  // namespace kbit::io
+
+namespace kbit::io {
+namespace {
+
+// A checkpoint quantized one expert at a time (as kbit quantize writes a Hugging Face MoE layer), read back
+// as the stacks kbit::moe_forward takes.
+TEST(Container, ExpertWeightsLoadAsOneStack) {
+  const auto dir = test::temp_dir("experts");
+  const int experts = 4;
+  const int64_t hidden = 64, inter = 32;
+  std::map<std::string, QuantizedMatrix> q;
+  auto quantized = [&](const std::string& name, int64_t rows, int64_t cols, uint64_t seed, float sigma) {
+    q.emplace(name, cpu::quantize(test::random_matrix(rows, cols, DType::bf16, seed, sigma).view(), Codebook::bnf(4)));
+  };
+  const std::string layer = "model.layers.3.mlp";
+  for (int e = 0; e < experts; ++e) {  // expert e's weights 2^e larger: four tensor scales
+    const std::string p = layer + ".experts." + std::to_string(e) + ".";
+    quantized(p + "gate_proj.weight", inter, hidden, 10 + e, float(1 << e));
+    quantized(p + "up_proj.weight", inter, hidden, 20 + e, float(1 << e));
+    quantized(p + "down_proj.weight", hidden, inter, 30 + e, float(1 << e));
+  }
+  // Names the expert lookup must pass over.
+  quantized(layer + ".experts.x.down_proj.weight", hidden, inter, 40, 1.0f);
+  quantized(layer + ".shared_expert.down_proj.weight", hidden, inter, 41, 1.0f);
+  quantized(layer + ".experts.0.down_proj.weight_scale", hidden, inter, 42, 1.0f);
+  {
+    SafetensorsWriter w((dir / "model.safetensors").string());
+    for (const auto& [name, m] : q) declare_quantized(w, name, m.rows(), m.cols(), m.bits());
+    w.begin();
+    for (const auto& [name, m] : q) write_quantized(w, name, m);
+    w.finish();
+  }
+  const Checkpoint ck = Checkpoint::open((dir / "model.safetensors").string());
+  const auto down_names = expert_weight_names(ck, layer, "down_proj");
+  ASSERT_EQ(down_names.size(), size_t(experts));
+  EXPECT_EQ(down_names[2], layer + ".experts.2.down_proj.weight");
+  cpu::StackStats st;
+  const QuantizedMatrix down = load_stacked(ck, down_names, &st);
+  EXPECT_EQ(down.rows(), experts * hidden);
+  EXPECT_EQ(down.tensor_scale(), q.at(down_names[3]).tensor_scale());
+  EXPECT_EQ(st.requantized, 0);
+  std::vector<float> all(size_t(down.rows() * inter)), one(size_t(hidden * inter));
+  cpu::dequantize(down, MutableTensorView{all.data(), DType::f32, down.rows(), inter, inter});
+  for (int e = 0; e < experts; ++e) {
+    cpu::dequantize(q.at(down_names[size_t(e)]), MutableTensorView{one.data(), DType::f32, hidden, inter, inter});
+    EXPECT_EQ(0, std::memcmp(all.data() + e * hidden * inter, one.data(), one.size() * 4)) << "expert " << e;
+  }
+  // gate_up: each expert's gate rows, then its up rows.
+  const auto gate = expert_weight_names(ck, layer, "gate_proj"), up = expert_weight_names(ck, layer, "up_proj");
+  std::vector<std::string> gate_up;
+  for (int e = 0; e < experts; ++e) gate_up.push_back(gate[size_t(e)]), gate_up.push_back(up[size_t(e)]);
+  EXPECT_EQ(load_stacked(ck, gate_up).rows(), experts * 2 * inter);
+
+  test::expect_error([&] { expert_weight_names(ck, layer, "w9"); }, "no quantized weights model.layers.3.mlp.experts.N.w9.weight");
+  test::expect_error([&] { expert_weight_names(ck, "model.layers.4.mlp", "down_proj"); }, "no quantized weights");
+  const std::vector<std::string> mixed = {down_names[0], gate[0]};  // [64, 32] and [32, 64]
+  test::expect_error([&] { load_stacked(ck, mixed); }, "matrix 1 has K = 64, matrix 0 has K = 32");
+  const std::vector<std::string> absent = {down_names[0], "nope"};
+  test::expect_error([&] { load_stacked(ck, absent); }, "no quantized weight named 'nope'");
+}
+
+TEST(Container, ExpertWeightNamesNeedEveryExpert) {
+  const auto dir = test::temp_dir("gap");
+  const QuantizedMatrix m = cpu::quantize(test::random_matrix(16, 32, DType::f32, 1).view(), Codebook::bnf(2));
+  {
+    SafetensorsWriter w((dir / "m.safetensors").string());
+    for (int e : {0, 1, 3}) declare_quantized(w, "blk.experts." + std::to_string(e) + ".w1.weight", 16, 32, 2);
+    w.begin();
+    for (int e : {0, 1, 3}) write_quantized(w, "blk.experts." + std::to_string(e) + ".w1.weight", m);
+    w.finish();
+  }
+  const Checkpoint ck = Checkpoint::open((dir / "m.safetensors").string());
+  test::expect_error([&] { expert_weight_names(ck, "blk", "w1"); }, "expert 2 is missing (3 found, up to expert 3)");
 }
 
 }  // namespace
