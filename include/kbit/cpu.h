@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kbit/quantized_matrix.h"
@@ -32,13 +33,15 @@ QuantizedMatrix repack(const QuantizedMatrix& q, Layout to);
 // that are not all zero. A part under a smaller tensor scale (2^-d times it) keeps its indices and gets
 // each block's E4M4 byte divided by 2^d where E4M4 holds the result exactly, so its dequantized weights
 // are bit-identical; blocks small enough to fall out of E4M4's range that way are quantized again from
-// their dequantized values under the common scale, and counted in `stats`.
+// their dequantized values under the common scale, and counted in `stats`. Errors name a part by
+// `names[i]` where names are given (one per part), else as "matrix i".
 struct StackStats {
   int64_t blocks = 0;       // blocks in the result
   int64_t rescaled = 0;     // blocks whose byte was rescaled (exact)
   int64_t requantized = 0;  // blocks quantized again under the common tensor scale
 };
-QuantizedMatrix stack_rows(std::span<const QuantizedMatrix* const> parts, StackStats* stats = nullptr);
+QuantizedMatrix stack_rows(std::span<const QuantizedMatrix* const> parts, StackStats* stats = nullptr,
+                           std::span<const std::string> names = {});
 
 // y[M, N] = x[M, K] @ W^T, W dequantized on the fly; fp32 accumulation.
 void matmul(const TensorView& x, const QuantizedMatrix& w, const MutableTensorView& y);

@@ -20,23 +20,27 @@ std::string describe_rotation(const std::optional<Rotation>& r) { return r ? r->
 
 }  // namespace
 
-QuantizedMatrix stack_rows(std::span<const QuantizedMatrix* const> parts, StackStats* stats) {
+QuantizedMatrix stack_rows(std::span<const QuantizedMatrix* const> parts, StackStats* stats,
+                           std::span<const std::string> names) {
   KBIT_REQUIRE(!parts.empty(), "stack_rows: no matrices to stack");
-  for (size_t i = 0; i < parts.size(); ++i) KBIT_REQUIRE(parts[i], "stack_rows: matrix ", i, " is null");
+  KBIT_REQUIRE(names.empty() || names.size() == parts.size(), "stack_rows: ", names.size(), " names for ",
+               parts.size(), " matrices");
+  auto part_name = [&](size_t i) { return names.empty() ? "matrix " + std::to_string(i) : "'" + names[i] + "'"; };
+  for (size_t i = 0; i < parts.size(); ++i) KBIT_REQUIRE(parts[i], "stack_rows: ", part_name(i), " is null");
   const QuantizedMatrix& first = *parts[0];
   int64_t rows = 0;
   float scale = 0.0f;  // the largest tensor scale of a part with a nonzero block
   for (size_t i = 0; i < parts.size(); ++i) {
     const QuantizedMatrix& p = *parts[i];
     kbit::detail::check_matrix(p, "stack_rows", Memory::host);
-    KBIT_REQUIRE(p.cols() == first.cols(), "stack_rows: matrix ", i, " has K = ", p.cols(), ", matrix 0 has K = ",
-                 first.cols());
-    KBIT_REQUIRE(p.bits() == first.bits(), "stack_rows: matrix ", i, " has k = ", p.bits(), ", matrix 0 has k = ",
-                 first.bits());
-    KBIT_REQUIRE(p.codebook() == first.codebook(), "stack_rows: matrix ", i, " has codebook ", p.codebook().name(),
-                 ", matrix 0 has ", first.codebook().name(), " (one codebook for all rows)");
-    KBIT_REQUIRE(p.rotation() == first.rotation(), "stack_rows: matrix ", i, " has rotation ",
-                 describe_rotation(p.rotation()), ", matrix 0 has ", describe_rotation(first.rotation()));
+    KBIT_REQUIRE(p.cols() == first.cols(), "stack_rows: ", part_name(i), " has K = ", p.cols(), ", ", part_name(0),
+                 " has K = ", first.cols());
+    KBIT_REQUIRE(p.bits() == first.bits(), "stack_rows: ", part_name(i), " has k = ", p.bits(), ", ", part_name(0),
+                 " has k = ", first.bits());
+    KBIT_REQUIRE(p.codebook() == first.codebook(), "stack_rows: ", part_name(i), " has codebook ", p.codebook().name(),
+                 ", ", part_name(0), " has ", first.codebook().name(), " (one codebook for all rows)");
+    KBIT_REQUIRE(p.rotation() == first.rotation(), "stack_rows: ", part_name(i), " has rotation ",
+                 describe_rotation(p.rotation()), ", ", part_name(0), " has ", describe_rotation(first.rotation()));
     KBIT_REQUIRE(p.rows() <= kMaxQuantizedDim - rows, "stack_rows: more than ", kMaxQuantizedDim, " rows in all");
     rows += p.rows();
     if (!all_blocks_zero(p)) scale = std::max(scale, p.tensor_scale());

@@ -1,5 +1,7 @@
 #include "kbit/layout.h"
 
+#include <bit>
+
 #include "kbit/error.h"
 
 namespace kbit {
@@ -17,6 +19,6 @@ void require_quantized_shape(int64_t rows, int64_t cols) {
   KBIT_REQUIRE(rows <= kMaxQuantizedDim && cols <= kMaxQuantizedDim &&
                    rows <= kMaxQuantizedElements / cols,
                "quantized matrix shape [", rows, ", ", cols, "] is too large (at most ", kMaxQuantizedDim,
-               " per dimension and 2^48 elements)");
+               " per dimension and 2^", std::countr_zero(uint64_t(kMaxQuantizedElements)), " elements)");
 }
 }  // namespace kbit

@@ -41,6 +41,16 @@ std::string meta_json(int bits, int64_t rows, int64_t cols, float tensor_scale, 
   return j.dump();
 }
 
+// f(), with `where` in front of the message of any kbit::Error it throws.
+template <typename F>
+auto with_context(const std::string& where, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(concat(where, ": ", e.what()));
+  }
+}
+
 const TensorInfo& part(const SafetensorsFile& f, const std::string& name, const char* suffix, DType dtype,
                        int64_t numel) {
   const TensorInfo* t = f.find(name + suffix);
@@ -100,11 +110,7 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
                    j["shape"][0].is_number_integer() && j["shape"][1].is_number_integer(),
                where, ": shape must be [N, K]");
   const int64_t rows = j["shape"][0].get<int64_t>(), cols = j["shape"][1].get<int64_t>();
-  try {
-    require_quantized_shape(rows, cols);
-  } catch (const Error& e) {
-    throw Error(concat(where, ": ", e.what()));
-  }
+  with_context(where, [&] { require_quantized_shape(rows, cols); });
   KBIT_REQUIRE(j.contains("tensor_scale") && j["tensor_scale"].is_number(), where, ": missing tensor_scale");
   const float s = float(j["tensor_scale"].get<double>());
   int exp = 0;
@@ -129,11 +135,7 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
         r.signs.push_back(w.get<uint32_t>());
       }
     }
-    try {
-      require_supported_rotation(r, cols);
-    } catch (const Error& e) {
-      throw Error(concat(where, ": ", e.what()));
-    }
+    with_context(where, [&] { require_supported_rotation(r, cols); });
     rotation = r;
   }
 
@@ -144,13 +146,8 @@ QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name
 
   float values[kMaxLevels];
   std::memcpy(values, f.bytes(cbt).data(), size_t(4) << k);
-  Codebook cb = [&] {
-    try {
-      return Codebook::custom(k, {values, size_t(1) << k});
-    } catch (const Error& e) {
-      throw Error(concat(f.path(), ": ", cbt.name, ": ", e.what()));
-    }
-  }();
+  Codebook cb =
+      with_context(concat(f.path(), ": ", cbt.name), [&] { return Codebook::custom(k, {values, size_t(1) << k}); });
   if (cb == Codebook::bnf(k)) cb = Codebook::bnf(k);
   else if (cb == Codebook::nf(k)) cb = Codebook::nf(k);
 
@@ -196,11 +193,7 @@ QuantizedMatrix load_stacked(const Checkpoint& ck, std::span<const std::string> 
   }
   std::vector<const QuantizedMatrix*> pointers;
   for (const auto& p : parts) pointers.push_back(&p);
-  try {
-    return cpu::stack_rows(pointers, stats);
-  } catch (const Error& e) {
-    throw Error(concat("load_stacked(", names.front(), " ... ", names.back(), "): ", e.what()));
-  }
+  return cpu::stack_rows(pointers, stats, names);
 }
 
 }  // namespace kbit::io

@@ -128,6 +128,10 @@ TEST(StackRows, RejectsMismatchedParts) {
   test::expect_error([&] { stack({&a, &nf}); }, "has codebook");
   test::expect_error([&] { stack({&a, &wide}); }, "matrix 1 has K = 96, matrix 0 has K = 64");
   test::expect_error([&] { stack({&a, &rotated}); }, "has rotation");
+  const std::vector<const QuantizedMatrix*> two{&a, &wide};
+  const std::vector<std::string> one_name{"w.a"}, names{"w.a", "w.wide"};
+  test::expect_error([&] { stack_rows(two, nullptr, one_name); }, "1 names for 2 matrices");
+  test::expect_error([&] { stack_rows(two, nullptr, names); }, "'w.wide' has K = 96, 'w.a' has K = 64");
 }
 
 }  // namespace

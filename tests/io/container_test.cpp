@@ -184,7 +184,8 @@ TEST(Container, ExpertWeightsLoadAsOneStack) {
   test::expect_error([&] { expert_weight_names(ck, layer, "w9"); }, "no quantized weights model.layers.3.mlp.experts.N.w9.weight");
   test::expect_error([&] { expert_weight_names(ck, "model.layers.4.mlp", "down_proj"); }, "no quantized weights");
   const std::vector<std::string> mixed = {down_names[0], gate[0]};  // [64, 32] and [32, 64]
-  test::expect_error([&] { load_stacked(ck, mixed); }, "matrix 1 has K = 64, matrix 0 has K = 32");
+  test::expect_error([&] { load_stacked(ck, mixed); },
+                     "'" + gate[0] + "' has K = 64, '" + down_names[0] + "' has K = 32");
   const std::vector<std::string> absent = {down_names[0], "nope"};
   test::expect_error([&] { load_stacked(ck, absent); }, "no quantized weight named 'nope'");
 }
