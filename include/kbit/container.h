@@ -29,6 +29,12 @@ void write_quantized(SafetensorsWriter& w, const std::string& name, const Quanti
 // Names of the quantized weights in a file (from their NAME.kbit metadata).
 std::vector<std::string> quantized_names(const SafetensorsFile& f);
 bool is_kbit_tensor_part(const std::string& tensor_name);  // NAME.kbit_packed / _absmax / _codebook
+// One quantized weight's shape [rows, cols] and bit width, from its metadata alone (no data read).
+struct QuantizedShape {
+  int64_t rows = 0, cols = 0;
+  int bits = 0;
+};
+QuantizedShape quantized_shape(const SafetensorsFile& f, const std::string& name);
 // Loads and validates one quantized weight as a flat host matrix.
 QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name);
 

@@ -13,6 +13,7 @@
 
 #include "kbit/cpu.h"
 #include "kbit/hadamard.h"
+#include "kbit/shapes.h"
 
 namespace kbit {
 
@@ -71,5 +72,29 @@ ConvertReport convert_checkpoint(const std::string& in, const std::string& out, 
 
 // Human-readable summary (per bit width: tensors, params, sizes, compression, error).
 std::string format_summary(const ConvertReport& r);
+
+// The projection shapes of a checkpoint's transformer layers, as a shape set for
+// `kbit bench --shapes` / `kbit tune --shapes` (kbit/shapes.h): every 2-D weight that
+// `kbit quantize` quantizes by default (is_default_quantized), plain (16/32-bit float) or already
+// quantized, named by its path inside the layer (model.layers.3.self_attn.q_proj.weight ->
+// self_attn.q_proj; with several layer stacks, such as a vision tower beside the language model,
+// the stack's prefix stays in the name). A layer's experts (...mlp.experts.E.down_proj) become
+// one grouped projection (mlp.experts.down_proj, experts = their count) whose `active` is the
+// top-k of config.json beside the checkpoint (num_experts_per_tok and the like), or
+// `options.active` when given, else 1. A projection is listed once for all the layers that have
+// it with one shape; a name with another shape in other layers is listed again as NAME@L<its
+// first layer>.
+struct CheckpointShapesOptions {
+  std::string key;  // the model's key in the shape set; empty: from the checkpoint's file or folder name
+  int active = 0;   // experts per token; 0: from config.json
+};
+struct CheckpointShapes {
+  ModelShapes model;
+  int layers = 0;              // distinct layer indices seen
+  int64_t weights = 0;         // tensors behind the projections (every layer, every expert)
+  int64_t skipped = 0;         // layer tensors named like weights but not 2-D floats (e.g. 3-D stacked experts)
+  std::string active_source;   // where `active` came from: "config.json (num_experts_per_tok)", "--active", ...
+};
+CheckpointShapes checkpoint_shapes(const std::string& path, const CheckpointShapesOptions& options = {});
 
 }  // namespace kbit

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "bench/moe_bench.h"
 #include "core/build_info.h"
 #include "dispatch/cublas_gemm.h"
+#include "dispatch/linear_configs.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
 #include "cpu/parallel.h"
@@ -311,25 +313,19 @@ std::vector<Row> run_linear_bench(const LinearBenchOptions& o, RunInfo& info) {
   for (const auto& n : backend_list) backends.push_back(make_backend(n));
   for (int k : o.bits) require_supported_bits(k);
   for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 65536, "--m values must be 1..65536, got ", m);
+  const std::vector<ModelShapes> models = select_model_shapes(o.shape_set.empty() ? model_shapes() : o.shape_set, o.models);
   KBIT_REQUIRE(cuda::device_available(), "kbit bench needs a CUDA GPU: ", cuda::device_description());
 
   info.device = device_info();
   info.read_tbps = measure_read_tbps();
   info.launch_floor_us = measure_launch_floor_us();
   info.commit = kbit::detail::kGitCommit;
+  if (const char* tables = std::getenv(detail::kLinearConfigsEnv)) info.user_tables = tables;
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   info.date = date;
 
-  std::vector<ModelShapes> models = o.custom_models;
-  for (const auto& key : o.custom_models.empty() ? o.models : std::vector<std::string>{}) {
-    if (key == "all") {
-      for (const auto& m : model_shapes()) models.push_back(m);
-    } else {
-      models.push_back(model_shapes(key));
-    }
-  }
 
   std::vector<Row> rows;
   uint32_t seed = 1;

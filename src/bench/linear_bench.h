@@ -11,8 +11,8 @@
 namespace kbit::bench {
 
 struct LinearBenchOptions {
-  std::vector<std::string> models{"all"};  // keys of data/shapes.json, or "all"
-  std::vector<ModelShapes> custom_models;   // used instead of `models` when not empty (tests)
+  std::vector<std::string> models{"all"};  // keys of the shape set, or "all"
+  std::vector<ModelShapes> shape_set;       // the models `models` names; empty: data/shapes.json's
   std::vector<int64_t> ms{1, 2, 4, 8, 16, 32, 64};
   std::vector<int> bits{2, 3, 4, 5};
   std::vector<std::string> backends;  // empty: every registered backend except test fixtures

@@ -130,18 +130,9 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
 
 std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
                                            const std::function<void(const LinearTuneRow&)>& on_row) {
-  KBIT_REQUIRE(cuda::device_available(), "kbit tune needs a CUDA GPU: ", cuda::device_description());
+  const std::vector<ModelShapes> models = select_model_shapes(o.shape_set.empty() ? model_shapes() : o.shape_set, o.models);
   for (int b : o.bits) require_supported_bits(b);
   for (int64_t m : o.ms) KBIT_REQUIRE(m >= 1 && m <= 65536, "--m values must be 1..65536, got ", m);
-  const DeviceInfo dev = device_info();
-  std::vector<ModelShapes> models;
-  for (const auto& key : o.models) {
-    if (key == "all") {
-      for (const auto& m : model_shapes()) models.push_back(m);
-    } else {
-      models.push_back(model_shapes(key));
-    }
-  }
   for (const auto& name : o.projections)
     KBIT_REQUIRE(std::any_of(models.begin(), models.end(),
                              [&](const ModelShapes& m) {
@@ -149,6 +140,8 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
                                                   [&](const auto& p) { return p.name == name; });
                              }),
                  "--projection ", name, " is not a projection of the chosen models");
+  KBIT_REQUIRE(cuda::device_available(), "kbit tune needs a CUDA GPU: ", cuda::device_description());
+  const DeviceInfo dev = device_info();
   auto chosen = [&](const std::string& name) {
     return o.projections.empty() || std::find(o.projections.begin(), o.projections.end(), name) != o.projections.end();
   };

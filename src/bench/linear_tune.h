@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dispatch/linear_configs.h"
+#include "kbit/shapes.h"
 
 namespace kbit::bench {
 
@@ -17,7 +18,8 @@ namespace kbit::bench {
 // items and dequantize + cuBLAS join), each screened with one sample before the finalists
 // are timed in full.
 struct LinearTuneOptions {
-  std::vector<std::string> models{"glm47"};
+  std::vector<std::string> models{"glm47"};  // keys of the shape set, or "all"
+  std::vector<ModelShapes> shape_set;         // the models `models` names; empty: data/shapes.json's
   std::vector<std::string> projections;  // names within the models (q, kv, ...); empty: all
   std::vector<int64_t> ms{1, 2, 4, 8, 16, 32, 64};
   std::vector<int> bits{4};

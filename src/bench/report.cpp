@@ -42,6 +42,8 @@ std::string format_tables(const std::vector<Row>& rows, const RunInfo& info) {
       << "measured: HBM read " << fmt("%.2f", info.read_tbps) << " TB/s, launch floor "
       << fmt("%.2f", info.launch_floor_us) << " us; times are medians in us; * = invalid result, ^ = timed while\n"
       << "power or temperature held the clocks down (the JSON rows' clock fields)\n";
+  if (!info.user_tables.empty())
+    out << "tuned tables: KBIT_LINEAR_CONFIGS=" << info.user_tables << ", then the compiled one\n";
   const auto backends = backend_order(rows);
   std::set<int64_t> ms;
   std::set<int> bits_set;
@@ -156,6 +158,7 @@ std::string row_json(const Row& r, const RunInfo& info) {
   j["cuda_version"] = info.device.cuda_runtime;
   j["read_TBps"] = info.read_tbps, j["launch_floor_us"] = info.launch_floor_us;
   j["commit"] = info.commit, j["date"] = info.date;
+  if (!info.user_tables.empty()) j["user_tables"] = info.user_tables;
   return j.dump();
 }
 

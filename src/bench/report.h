@@ -39,6 +39,7 @@ struct RunInfo {
   DeviceInfo device;
   double read_tbps = 0, launch_floor_us = 0;
   std::string commit, date;
+  std::string user_tables;  // $KBIT_LINEAR_CONFIGS when set: plans may come from these tables
 };
 
 // One table per M: a row per (projection, bits), a column per backend, the best

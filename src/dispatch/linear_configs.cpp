@@ -2,10 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
+#include "core/text_file.h"
 #include "kbit/error.h"
 
 namespace kbit::generated {
@@ -34,6 +37,11 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       KBIT_REQUIRE(c.bits != 16 || (c.stages > 0 && c.kslice > 0),
                    "linear config table: a bits-16 (skinny) entry needs stages and kslice");
       c.pdl = e.value("pdl", false);
+      KBIT_REQUIRE(is_supported_bits(c.bits) || c.bits == 16, "linear config table: bits must be 2..5 or 16, got ", c.bits);
+      KBIT_REQUIRE(c.n > 0 && c.k > 0 && c.m > 0, "linear config table: n, k and m must be positive, got n = ", c.n,
+                   ", k = ", c.k, ", m = ", c.m);
+      KBIT_REQUIRE(c.n_tiles > 0 && c.warps > 0 && c.splits > 0 && c.stripes > 0,
+                   "linear config table: n_tiles, warps, splits and stripes must be positive");
       out.push_back(c);
     }
   } catch (const nlohmann::json::exception& e) {
@@ -73,9 +81,56 @@ const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, c
   return tuned_for_pdl ? tuned_for_pdl : find(false);
 }
 
+std::vector<LinearConfig> load_linear_configs_file(const std::string& path) {
+  const std::string text = read_text_file(path, "the tuned table");
+  try {
+    return parse_linear_configs(text);
+  } catch (const Error& e) {
+    throw Error(concat(path, ": ", e.what()));
+  }
+}
+
+std::vector<LinearConfig> load_linear_config_files(const std::string& path_list) {
+  std::vector<LinearConfig> out;
+  size_t begin = 0;
+  while (begin <= path_list.size()) {
+    const size_t end = std::min(path_list.find(':', begin), path_list.size());
+    const std::string path = path_list.substr(begin, end - begin);
+    if (!path.empty()) {
+      try {
+        const auto entries = load_linear_configs_file(path);
+        out.insert(out.end(), entries.begin(), entries.end());
+      } catch (const Error& e) {
+        throw Error(concat(kLinearConfigsEnv, ": ", e.what()));
+      }
+    }
+    begin = end + 1;
+  }
+  return out;
+}
+
+const LinearConfig* find_linear_config(const std::vector<LinearConfig>& user, const std::vector<LinearConfig>& compiled,
+                                       const std::string& device, int bits, int64_t n, int64_t k, int64_t m, bool pdl,
+                                       const LinearConfigFilter& applies) {
+  const LinearConfig* c = find_linear_config(user, device, bits, n, k, m, pdl, applies);
+  return c ? c : find_linear_config(compiled, device, bits, n, k, m, pdl, applies);
+}
+
+std::vector<LinearConfig> read_user_linear_configs() {
+  const char* list = std::getenv(kLinearConfigsEnv);
+  return list ? load_linear_config_files(list) : std::vector<LinearConfig>{};
+}
+
+const std::vector<LinearConfig>& user_linear_configs() {
+  // Read at the first plan; a bad file throws here, and so again at every later plan.
+  static const std::vector<LinearConfig> table = read_user_linear_configs();
+  return table;
+}
+
 const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl,
                                        const LinearConfigFilter& applies) {
   static const std::vector<LinearConfig> table = parse_linear_configs(generated::kLinearConfigsJson);
+  const std::vector<LinearConfig>& user = user_linear_configs();
   static const std::string device = [] {
     int dev = 0;
     cudaDeviceProp p{};
@@ -86,7 +141,7 @@ const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m
     return std::string(p.name);
   }();
   if (device.empty()) return nullptr;
-  return find_linear_config(table, device, bits, n, k, m, pdl, applies);
+  return find_linear_config(user, table, device, bits, n, k, m, pdl, applies);
 }
 
 }  // namespace kbit::detail

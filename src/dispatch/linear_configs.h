@@ -72,7 +72,17 @@ struct LinearConfig {
 std::vector<LinearConfig> parse_linear_configs(const std::string& json_text);
 std::string linear_configs_to_json(const std::vector<LinearConfig>& entries);
 
-// The compiled-in entry for the current GPU, or null. `applies` (if set) rejects entries the
+// Tuned tables beside the compiled one: the files named in $KBIT_LINEAR_CONFIGS (':'-separated,
+// each in the data/linear_configs.json format that `kbit tune --out FILE` writes), read at the first
+// plan. Their entries are looked up first, in the files' order, so that a table tuned for a model
+// the library does not carry (kbit tune --shapes) takes effect without a rebuild.
+inline constexpr const char* kLinearConfigsEnv = "KBIT_LINEAR_CONFIGS";
+std::vector<LinearConfig> load_linear_configs_file(const std::string& path);  // errors name the file
+std::vector<LinearConfig> load_linear_config_files(const std::string& path_list);
+std::vector<LinearConfig> read_user_linear_configs();    // $KBIT_LINEAR_CONFIGS's entries, read now
+const std::vector<LinearConfig>& user_linear_configs();  // the same, read once per process
+
+// The entry for the current GPU (the user's tables first, then the compiled one), or null. `applies` (if set) rejects entries the
 // caller cannot use (skinny: one tuned for another token-tile count); a PDL request falls
 // back to the plain entries when no PDL entry applies.
 using LinearConfigFilter = std::function<bool(const LinearConfig&)>;
@@ -81,5 +91,9 @@ const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m
 const LinearConfig* find_linear_config(const std::vector<LinearConfig>& table, const std::string& device, int bits,
                                        int64_t n, int64_t k, int64_t m, bool pdl = false,
                                        const LinearConfigFilter& applies = {});
+// `user`'s entry if it has one, else `compiled`'s.
+const LinearConfig* find_linear_config(const std::vector<LinearConfig>& user, const std::vector<LinearConfig>& compiled,
+                                       const std::string& device, int bits, int64_t n, int64_t k, int64_t m,
+                                       bool pdl = false, const LinearConfigFilter& applies = {});
 
 }  // namespace kbit::detail

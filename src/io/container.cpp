@@ -93,24 +93,52 @@ std::vector<std::string> quantized_names(const SafetensorsFile& f) {
   return out;
 }
 
-QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name) {
+namespace {
+
+// NAME.kbit's metadata with its bit width and shape checked; `where` names it for later errors.
+struct QuantizedMeta {
+  nlohmann::json j;
+  std::string where;
+  int k = 0;
+  int64_t rows = 0, cols = 0;
+};
+
+QuantizedMeta quantized_meta(const SafetensorsFile& f, const std::string& name) {
   const auto it = f.metadata().find(name + kMeta);
   KBIT_REQUIRE(it != f.metadata().end(), f.path(), ": no quantized weight named '", name, "'");
-  nlohmann::json j;
+  QuantizedMeta m;
   try {
-    j = nlohmann::json::parse(it->second);
+    m.j = nlohmann::json::parse(it->second);
   } catch (const nlohmann::json::exception& e) {
     throw Error(concat(f.path(), ": metadata ", name, kMeta, " is not valid JSON (", e.what(), ")"));
   }
-  const std::string where = concat(f.path(), ": ", name, kMeta);
-  KBIT_REQUIRE(j.is_object() && j.contains("k") && j["k"].is_number_integer(), where, ": missing integer k");
-  const int k = j["k"].get<int>();
-  KBIT_REQUIRE(is_supported_bits(k), where, ": unsupported bit width k=", k);
+  const nlohmann::json& j = m.j;
+  m.where = concat(f.path(), ": ", name, kMeta);
+  KBIT_REQUIRE(j.is_object() && j.contains("k") && j["k"].is_number_integer(), m.where, ": missing integer k");
+  m.k = j["k"].get<int>();
+  KBIT_REQUIRE(is_supported_bits(m.k), m.where, ": unsupported bit width k=", m.k);
   KBIT_REQUIRE(j.contains("shape") && j["shape"].is_array() && j["shape"].size() == 2 &&
                    j["shape"][0].is_number_integer() && j["shape"][1].is_number_integer(),
-               where, ": shape must be [N, K]");
-  const int64_t rows = j["shape"][0].get<int64_t>(), cols = j["shape"][1].get<int64_t>();
-  with_context(where, [&] { require_quantized_shape(rows, cols); });
+               m.where, ": shape must be [N, K]");
+  m.rows = j["shape"][0].get<int64_t>();
+  m.cols = j["shape"][1].get<int64_t>();
+  with_context(m.where, [&] { require_quantized_shape(m.rows, m.cols); });
+  return m;
+}
+
+}  // namespace
+
+QuantizedShape quantized_shape(const SafetensorsFile& f, const std::string& name) {
+  const QuantizedMeta m = quantized_meta(f, name);
+  return {m.rows, m.cols, m.k};
+}
+
+QuantizedMatrix load_quantized(const SafetensorsFile& f, const std::string& name) {
+  const QuantizedMeta meta = quantized_meta(f, name);
+  const nlohmann::json& j = meta.j;
+  const std::string& where = meta.where;
+  const int k = meta.k;
+  const int64_t rows = meta.rows, cols = meta.cols;
   KBIT_REQUIRE(j.contains("tensor_scale") && j["tensor_scale"].is_number(), where, ": missing tensor_scale");
   const float s = float(j["tensor_scale"].get<double>());
   int exp = 0;

@@ -152,8 +152,12 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<bench::LinearBenchOptions>();
   CLI::App* bench = app.add_subcommand(
       "bench", "Time y = x W^T on real model shapes for every backend (CUDA graph replay, cold L2, median)");
-  bench->add_option("--model", o->models, "glm47, qwen3_coder_next, kimi_k3_latent or all")
+  bench->add_option("--model", o->models, "glm47, qwen3_coder_next, kimi_k3_latent or all (with --shapes: its models' keys)")
       ->delimiter(',')->capture_default_str();
+  auto shapes_path = std::make_shared<std::string>();
+  bench->add_option("--shapes", *shapes_path,
+                    "time these shapes instead of data/shapes.json's: a shape set in its schema (JSON, see `kbit shapes`) "
+                    "or a checkpoint, file or folder, whose layer projections are read");
   bench->add_option("--m", o->ms, "tokens per call")->delimiter(',')->capture_default_str();
   bench->add_option("--bits", o->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
   bench->add_option("--backend", o->backends, "backends (default: cublas_bf16, cublas_fp16, kbit_linear): also kbit_linear_pdl (every call "
@@ -264,9 +268,10 @@ void add_bench_command(CLI::App& app) {
     if (rc) throw CLI::RuntimeError(rc);
   });
 
-  bench->final_callback([bench, o] {
+  bench->final_callback([bench, o, shapes_path] {
     if (!bench->get_subcommands().empty()) return;
     KBIT_REQUIRE(o->repeats > 0, "--repeats must be positive");
+    if (!shapes_path->empty()) o->shape_set = read_shape_set(*shapes_path);
     bench::RunInfo info;
     const auto rows = bench::run_linear_bench(*o, info);
     write_outputs(rows, info, *o);

@@ -3,6 +3,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
+#include "kbit/shapes.h"
+
 namespace kbit::tools {
 
 void add_quantize_command(CLI::App& app);
@@ -12,6 +17,11 @@ void add_bench_command(CLI::App& app);
 void add_stream_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
+void add_shapes_command(CLI::App& app);
+
+// The models of --shapes PATH: a shape set in data/shapes.json's schema, or a checkpoint (a
+// .safetensors file or a folder), whose projections kbit::checkpoint_shapes lists (printed to stderr).
+std::vector<ModelShapes> read_shape_set(const std::string& path);
 
 // A timing command's --settle-ms (untimed replays before each row's samples, bench/timing.h) and
 // --no-record-clocks (bench/clock_monitor.h).

@@ -18,10 +18,7 @@ namespace {
 
 std::vector<detail::LinearConfig> read_table(const std::string& path) {
   if (!std::filesystem::exists(path)) return {};
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return detail::parse_linear_configs(text.str());
+  return detail::load_linear_configs_file(path);
 }
 
 // "1-16" or "1,2,4".
@@ -111,13 +108,19 @@ void add_tune_skinny(CLI::App* tune) {
 void add_tune_command(CLI::App& app) {
   struct Args {
     bench::LinearTuneOptions o;
-    std::string out = "data/linear_configs.json";
+    std::string out = "data/linear_configs.json", shapes;
   };
   auto a = std::make_shared<Args>();
   CLI::App* tune = app.add_subcommand(
       "tune", "Time every kbit::linear plan for model shapes on this GPU and write the fastest to the config table");
-  tune->add_option("--model", a->o.models, "glm47, qwen3_coder_next, kimi_k3_latent or all")->delimiter(',')
-      ->capture_default_str();
+  CLI::Option* model = tune->add_option("--model", a->o.models,
+                                         "glm47, qwen3_coder_next, kimi_k3_latent or all (with --shapes: its models' keys; default all of them)")
+                           ->delimiter(',')
+                           ->capture_default_str();
+  tune->add_option("--shapes", a->shapes,
+                   "tune these shapes instead of data/shapes.json's: a shape set in its schema (JSON, see `kbit shapes`) or "
+                   "a checkpoint, file or folder, whose layer projections are read; then --out your own table and "
+                   "point $KBIT_LINEAR_CONFIGS at it (no rebuild)");
   tune->add_option("--projection", a->o.projections, "only these projections of the models (e.g. kv,moe_dn)")
       ->delimiter(',');
   tune->add_option("--m", a->o.ms, "tokens per call")->delimiter(',')->capture_default_str();
@@ -132,11 +135,18 @@ void add_tune_command(CLI::App& app) {
                    "screened candidates beyond the 2 fastest stay finalists while within this fraction of the fastest")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
-  tune->add_option("--out", a->out, "table to merge into and write (rebuild to compile it in)")->capture_default_str();
+  tune->add_option("--out", a->out,
+                   "table to merge into and write (data/linear_configs.json: rebuild to compile it in; any other file: "
+                   "name it in $KBIT_LINEAR_CONFIGS)")
+      ->capture_default_str();
   add_timing_options(tune);
   add_tune_skinny(tune);
-  tune->final_callback([tune, a] {
+  tune->final_callback([tune, a, model] {
     if (!tune->get_subcommands().empty()) return;
+    if (!a->shapes.empty()) {
+      a->o.shape_set = read_shape_set(a->shapes);
+      if (model->count() == 0) a->o.models = {"all"};
+    }
     const std::vector<detail::LinearConfig> table = read_table(a->out);
     // The table is rewritten after every case (through a temporary file and a rename), so
     // that a run stopped by a time limit keeps the cases it finished.

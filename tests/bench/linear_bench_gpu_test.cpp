@@ -13,7 +13,7 @@ TEST(GpuBench, WrongBackendIsFlaggedInvalidAndRealOnesAreValid) {
   ModelShapes toy;
   toy.key = "toy";
   toy.projections = {{"awkward", 96, 100, 1, 1, 1, false}, {"residual", 5120 + 32, 256, 1, 1, 1, true}};
-  o.custom_models = {toy};
+  o.shape_set = {toy};
   o.ms = {1, 5, 33};
   o.bits = {2, 5};
   o.repeats = 3;
@@ -41,7 +41,7 @@ TEST(GpuBench, MoeProjectionsAlsoRunAsTheirRoutedGroupedGemm) {
   ModelShapes toy;
   toy.key = "toy";
   toy.projections = {{"moe", 256, 128, 1, 8, 2, false}};  // K, N, per_block, experts, active
-  o.custom_models = {toy};
+  o.shape_set = {toy};
   o.ms = {1, 4};
   o.bits = {2, 4};
   o.repeats = 3;

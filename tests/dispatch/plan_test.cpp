@@ -2,6 +2,9 @@
 // forced options, the tuned-table format and lookup.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <utility>
 
@@ -13,6 +16,7 @@
 #include "kbit/error.h"
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
+#include "support/test_support.h"
 
 namespace kbit::generated {
 extern const char* const kLinearConfigsJson;
@@ -398,6 +402,67 @@ TEST(LinearConfigs, RoundTripAndLookupByMRange) {
   EXPECT_EQ(detail::find_linear_config(back, "GPU X", 4, 4096, 2048, 9)->splits, 16);
   EXPECT_EQ(detail::find_linear_config(back, "GPU Y", 4, 4096, 2048, 1), nullptr);
   EXPECT_THROW(detail::parse_linear_configs("{\"entries\": [{\"bits\": 4}]}"), Error);
+}
+
+TEST(LinearConfigs, ParseRejectsEntriesThatCouldNeverApply) {
+  auto entry = [](const std::string& fields) {
+    return "{\"entries\": [{\"device\": \"GPU X\", \"path\": \"fused_mma\", " + fields + "}]}";
+  };
+  EXPECT_NO_THROW(detail::parse_linear_configs(entry("\"bits\": 4, \"n\": 64, \"k\": 64, \"m\": 1")));
+  EXPECT_THROW(detail::parse_linear_configs(entry("\"bits\": 7, \"n\": 64, \"k\": 64, \"m\": 1")), Error);
+  EXPECT_THROW(detail::parse_linear_configs(entry("\"bits\": 4, \"n\": 64, \"k\": 64, \"m\": 0")), Error);
+  EXPECT_THROW(detail::parse_linear_configs(entry("\"bits\": 4, \"n\": -64, \"k\": 64, \"m\": 1")), Error);
+  EXPECT_THROW(detail::parse_linear_configs(entry("\"bits\": 4, \"n\": 64, \"k\": 64, \"m\": 1, \"splits\": 0")),
+               Error);
+}
+
+// $KBIT_LINEAR_CONFIGS: the user's tables (kbit tune --out FILE) come before the compiled one.
+TEST(LinearConfigs, UserTablesLoadInOrderAndComeFirst) {
+  const auto dir = test::temp_dir("user_tables");
+  auto config = [](int64_t m, int splits) {
+    detail::LinearConfig c;
+    c.device = "GPU X", c.bits = 4, c.n = 4096, c.k = 2048, c.m = m, c.splits = splits;
+    return c;
+  };
+  const std::string a = (dir / "a.json").string(), b = (dir / "b.json").string();
+  std::ofstream(a) << detail::linear_configs_to_json({config(16, 2)});
+  std::ofstream(b) << detail::linear_configs_to_json({config(16, 3), config(4, 5)});
+  const auto user = detail::load_linear_config_files(a + "::" + b + ":");  // empty parts are skipped
+  ASSERT_EQ(user.size(), 3u);
+  EXPECT_EQ(user[0].splits, 2);
+  EXPECT_EQ(user[1].splits, 3);
+  const std::vector<detail::LinearConfig> compiled{config(16, 7), config(64, 8)};
+  EXPECT_EQ(detail::find_linear_config(user, compiled, "GPU X", 4, 4096, 2048, 12)->splits, 2);  // the first file
+  EXPECT_EQ(detail::find_linear_config(user, compiled, "GPU X", 4, 4096, 2048, 3)->splits, 5);
+  EXPECT_EQ(detail::find_linear_config(user, compiled, "GPU X", 4, 4096, 2048, 40)->splits, 8);  // compiled
+  EXPECT_EQ(detail::find_linear_config(user, compiled, "GPU Y", 4, 4096, 2048, 12), nullptr);
+
+  // Through the variable; unset, no user entries.
+  ASSERT_EQ(setenv(detail::kLinearConfigsEnv, (b + ":" + a).c_str(), 1), 0);
+  const auto from_env = detail::read_user_linear_configs();
+  ASSERT_EQ(from_env.size(), 3u);
+  EXPECT_EQ(from_env[0].splits, 3);
+  ASSERT_EQ(unsetenv(detail::kLinearConfigsEnv), 0);
+  EXPECT_TRUE(detail::read_user_linear_configs().empty());
+
+  // A missing or malformed file is an error naming the variable and the file.
+  const std::string missing = (dir / "missing.json").string();
+  try {
+    detail::load_linear_config_files(a + ":" + missing);
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), std::string("KBIT_LINEAR_CONFIGS: ") + missing + ": cannot open the tuned table");
+  }
+  const std::string bad = (dir / "bad.json").string();
+  std::ofstream(bad) << "{\"entries\": [{\"bits\": 4}]}";
+  try {
+    detail::load_linear_config_files(bad);
+    ADD_FAILURE() << "no error for a malformed file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KBIT_LINEAR_CONFIGS: " + bad + ": linear config table: "), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Every entry of the compiled table (data/linear_configs.json) is a plan that kbit::linear or

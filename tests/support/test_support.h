@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kbit/cuda.h"
 #include "kbit/dtype.h"
 #include "kbit/error.h"
+#include "kbit/safetensors.h"
 #include "kbit/tensor.h"
 
 namespace kbit::test {
@@ -59,6 +61,28 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
+}
+
+// A checkpoint tensor for write_checkpoint: name, shape and a float dtype.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::bf16;
+};
+
+// A safetensors file of Gaussian tensors (one seed per tensor, counting up from `seed`).
+inline void write_checkpoint(const std::filesystem::path& p, const std::vector<TensorSpec>& specs, uint64_t seed = 1) {
+  io::SafetensorsWriter w(p.string());
+  for (const auto& s : specs) w.declare(s.name, s.dtype, s.shape);
+  w.begin();
+  for (const auto& s : specs) {
+    const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < s.shape.size(); ++d) rows *= s.shape[d];
+    const auto m = random_matrix(rows, cols, s.dtype, seed++);
+    w.write(std::as_bytes(std::span(m.bytes)));
+  }
+  w.finish();
 }
 
 // Runs f and expects a kbit::Error whose message contains `needle`.

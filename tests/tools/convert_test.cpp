@@ -15,23 +15,8 @@ namespace kbit {
 namespace {
 namespace fs = std::filesystem;
 
-struct Spec {
-  std::string name;
-  std::vector<int64_t> shape;
-  DType dtype = DType::bf16;
-};
-
-void write_model(const fs::path& p, const std::vector<Spec>& specs, uint64_t seed = 1) {
-  io::SafetensorsWriter w(p.string());
-  for (const auto& s : specs) w.declare(s.name, s.dtype, s.shape);
-  w.begin();
-  for (const auto& s : specs) {
-    const int64_t rows = s.shape.size() == 2 ? s.shape[0] : 1, cols = s.shape.back();
-    const auto m = test::random_matrix(rows, cols, s.dtype, seed++);
-    w.write(std::as_bytes(std::span(m.bytes)));
-  }
-  w.finish();
-}
+using Spec = test::TensorSpec;
+using test::write_checkpoint;
 
 const std::vector<Spec> kModel = {
     {"model.embed_tokens.weight", {64, 96}},
@@ -56,7 +41,7 @@ TEST(Convert, DefaultRuleQuantizesLayerProjectionsOnly) {
 
 TEST(Convert, FileToFileWithPerTensorBits) {
   const fs::path dir = test::temp_dir("f");
-  write_model(dir / "in.safetensors", kModel);
+  write_checkpoint(dir / "in.safetensors", kModel);
   ConvertOptions o;
   o.bits = 4;
   o.bits_for = {{"experts", 2}};
@@ -96,8 +81,8 @@ TEST(Convert, FileToFileWithPerTensorBits) {
 TEST(Convert, ShardedFolderKeepsShardsAndWritesIndex) {
   const fs::path dir = test::temp_dir("s");
   fs::create_directories(dir / "in");
-  write_model(dir / "in" / "model-00001-of-00002.safetensors", {kModel[0], kModel[2]}, 1);
-  write_model(dir / "in" / "model-00002-of-00002.safetensors", {kModel[5], kModel[6]}, 5);
+  write_checkpoint(dir / "in" / "model-00001-of-00002.safetensors", {kModel[0], kModel[2]}, 1);
+  write_checkpoint(dir / "in" / "model-00002-of-00002.safetensors", {kModel[5], kModel[6]}, 5);
   { std::ofstream(dir / "in" / "config.json") << "{}"; }
   ConvertOptions o;
   o.device = DevicePolicy::cpu;
@@ -117,7 +102,7 @@ TEST(Convert, ShardedFolderKeepsShardsAndWritesIndex) {
 TEST(Convert, RefusesBadInputAndLeavesNoPartialOutput) {
   const fs::path dir = test::temp_dir("bad");
   std::vector<Spec> specs = {kModel[2], kModel[5]};
-  write_model(dir / "in.safetensors", specs);
+  write_checkpoint(dir / "in.safetensors", specs);
   ConvertOptions o;
   o.device = DevicePolicy::cpu;
   const std::string in = (dir / "in.safetensors").string(), out = (dir / "out.safetensors").string();
@@ -169,7 +154,7 @@ namespace {
 
 TEST(Convert, HadamardRotationIsAppliedAndRecorded) {
   const fs::path dir = test::temp_dir("h");
-  write_model(dir / "in.safetensors", {{"model.layers.0.mlp.up_proj.weight", {64, 256}}, kModel[1]});
+  write_checkpoint(dir / "in.safetensors", {{"model.layers.0.mlp.up_proj.weight", {64, 256}}, kModel[1]});
   ConvertOptions o;
   o.device = DevicePolicy::cpu;
   o.bits = 3;
