@@ -290,8 +290,10 @@ RoutedMoeTiming RoutedMoeBench::time(int64_t t, int bits, int repeats, const Exp
 }
 
 void run_moe_bench(const MoeBenchOptions& o) {
+  const ModelShapes shapes = select_model_shapes(o.shape_set.empty() ? model_shapes() : o.shape_set, {o.model}).front();
+  KBIT_REQUIRE(std::any_of(shapes.projections.begin(), shapes.projections.end(), [](const Projection& p) { return p.experts > 1; }),
+               "kbit bench moe: model ", o.model, " has no expert projections (experts > 1)");
   KBIT_REQUIRE(cuda::device_available(), "kbit bench moe needs a CUDA GPU: ", cuda::device_description());
-  const ModelShapes& shapes = model_shapes(o.model);
   const DeviceInfo dev = device_info();
   std::vector<nlohmann::json> rows;
   std::printf("device: %s; model %s; routing: seeded random logits, top-k softmax\n\n", dev.name.c_str(), o.model.c_str());

@@ -22,6 +22,7 @@ namespace kbit::bench {
 
 struct MoeBenchOptions {
   std::string model = "glm47";
+  std::vector<ModelShapes> shape_set;  // the models `model` names; empty: data/shapes.json's
   std::vector<int64_t> tokens{1, 2, 4, 8, 16, 512, 4096};
   std::vector<int> bits{4};
   int repeats = 9;

@@ -202,7 +202,12 @@ void add_bench_command(CLI::App& app) {
   auto moe = std::make_shared<bench::MoeBenchOptions>();
   CLI::App* mcmd = bench->add_subcommand("moe", "grouped expert GEMMs of a model's MoE projections: cuBLAS grouped "
                                                 "bf16 against kbit::expert_linear on the same random routing");
-  mcmd->add_option("--model", moe->model, "glm47 or qwen3_coder_next")->capture_default_str();
+  CLI::Option* moe_model = mcmd->add_option("--model", moe->model, "glm47 or qwen3_coder_next (with --shapes: one of its models' keys; default its first)")
+                               ->capture_default_str();
+  auto moe_shapes = std::make_shared<std::string>();
+  mcmd->add_option("--shapes", *moe_shapes,
+                   "a shape set (JSON, see `kbit shapes`) or a checkpoint instead of data/shapes.json; moe_forward rows need "
+                   "projections named moe_gu (gate and up stacked) and moe_dn");
   mcmd->add_option("--tokens", moe->tokens, "tokens per call")->delimiter(',')->capture_default_str();
   mcmd->add_option("--bits", moe->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
   mcmd->add_option("--repeats", moe->repeats, "timed samples per row")->capture_default_str();
@@ -219,8 +224,12 @@ void add_bench_command(CLI::App& app) {
   mcmd->add_option("--tile-rows", moe->kbit.tile_rows,
                    "the grouped GEMV's rows per tile, 1, 2 or 4, or -1 (by each expert's rows: 1, 2 or 4; 0: from the rows per expert)");
   add_timing_options(mcmd);
-  mcmd->callback([moe, moe_items] {
+  mcmd->callback([moe, moe_items, moe_model, moe_shapes] {
     moe->kbit.items = parse_linear_items(*moe_items);
+    if (!moe_shapes->empty()) {
+      moe->shape_set = read_shape_set(*moe_shapes);
+      if (moe_model->count() == 0) moe->model = moe->shape_set.front().key;
+    }
     KBIT_REQUIRE(moe->repeats > 0, "--repeats must be positive");
     for (int64_t t : moe->tokens) KBIT_REQUIRE(t >= 1 && t <= 65536, "--tokens values must be 1..65536, got ", t);
     for (int b : moe->bits) require_supported_bits(b);

@@ -147,6 +147,10 @@ void add_tune_command(CLI::App& app) {
       a->o.shape_set = read_shape_set(a->shapes);
       if (model->count() == 0) a->o.models = {"all"};
     }
+    // Before any timing: a tune that could not write its table at the first case would lose that case's work.
+    const std::filesystem::path out_folder = std::filesystem::path(a->out).parent_path();
+    KBIT_REQUIRE(out_folder.empty() || std::filesystem::is_directory(out_folder), "--out ", a->out, ": the folder ",
+                 out_folder.string(), " does not exist");
     const std::vector<detail::LinearConfig> table = read_table(a->out);
     // The table is rewritten after every case (through a temporary file and a rename), so
     // that a run stopped by a time limit keeps the cases it finished.
