@@ -53,4 +53,20 @@ std::vector<std::string> expert_weight_names(const Checkpoint& ck, const std::st
 // blocks it rescaled or quantized again).
 QuantizedMatrix load_stacked(const Checkpoint& ck, std::span<const std::string> names, cpu::StackStats* stats = nullptr);
 
+// A whole MoE feed-forward layer of a quantized checkpoint, stacked as kbit::MoeWeights takes it
+// (flat, host: repack to mma16 and copy to the device, then point a MoeWeights at the matrices):
+//   PREFIX.experts.E.{gate_proj,up_proj,down_proj}.weight for E = 0..experts-1, and, when present,
+//   PREFIX.shared_expert.* or PREFIX.shared_experts.* (gate_proj, up_proj, down_proj).
+// gate_up is [E 2I, H]: expert e's gate rows, then its up rows; down is [E H, I]. Every expert
+// must have all three projections with one shape ([I, H], [I, H], [H, I]); errors name the tensor.
+struct MoeLayer {
+  QuantizedMatrix gate_up, down;
+  int64_t experts = 0, hidden = 0, intermediate = 0;
+  bool has_shared = false;
+  QuantizedMatrix shared_gate_up, shared_down;  // [2 Is, H] and [H, Is] when has_shared
+  int64_t shared_intermediate = 0;
+  cpu::StackStats stats;  // summed over the stacks (blocks rescaled or quantized again)
+};
+MoeLayer load_moe_layer(const Checkpoint& ck, const std::string& prefix);
+
 }  // namespace kbit::io

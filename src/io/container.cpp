@@ -224,4 +224,75 @@ QuantizedMatrix load_stacked(const Checkpoint& ck, std::span<const std::string> 
   return cpu::stack_rows(pointers, stats, names);
 }
 
+namespace {
+
+void add_stats(cpu::StackStats& total, const cpu::StackStats& s) {
+  total.blocks += s.blocks, total.rescaled += s.rescaled, total.requantized += s.requantized;
+}
+
+// PREFIX.experts.E.gate_proj, then up_proj, for every expert: the names of gate_up's stack.
+std::vector<std::string> gate_up_names(const std::vector<std::string>& gate, const std::vector<std::string>& up) {
+  std::vector<std::string> names;
+  for (size_t e = 0; e < gate.size(); ++e) names.push_back(gate[e]), names.push_back(up[e]);
+  return names;
+}
+
+// Every named weight's shape is [rows, cols].
+void require_shapes(const Checkpoint& ck, const std::vector<std::string>& names, int64_t rows, int64_t cols) {
+  for (const std::string& name : names) {
+    const auto [file, info] = ck.find(name + kPacked);
+    KBIT_REQUIRE(file, "no quantized weight named '", name, "' in the checkpoint");
+    const QuantizedShape s = quantized_shape(*file, name);
+    KBIT_REQUIRE(s.rows == rows && s.cols == cols, name, " is [", s.rows, ", ", s.cols, "], expected [", rows, ", ",
+                 cols, "] like the layer's first");
+  }
+}
+
+QuantizedShape shape_of(const Checkpoint& ck, const std::string& name) {
+  const auto [file, info] = ck.find(name + kPacked);
+  KBIT_REQUIRE(file, "no quantized weight named '", name, "' in the checkpoint");
+  return quantized_shape(*file, name);
+}
+
+}  // namespace
+
+MoeLayer load_moe_layer(const Checkpoint& ck, const std::string& prefix) {
+  const auto gate = expert_weight_names(ck, prefix, "gate_proj");
+  const auto up = expert_weight_names(ck, prefix, "up_proj");
+  const auto down = expert_weight_names(ck, prefix, "down_proj");
+  KBIT_REQUIRE(gate.size() == up.size() && gate.size() == down.size(), prefix, ": the experts number ", gate.size(),
+               " (gate_proj), ", up.size(), " (up_proj) and ", down.size(), " (down_proj)");
+  MoeLayer l;
+  l.experts = int64_t(gate.size());
+  const QuantizedShape first = shape_of(ck, gate.front());
+  l.intermediate = first.rows, l.hidden = first.cols;
+  require_shapes(ck, gate, l.intermediate, l.hidden);
+  require_shapes(ck, up, l.intermediate, l.hidden);
+  require_shapes(ck, down, l.hidden, l.intermediate);
+  cpu::StackStats s;
+  l.gate_up = load_stacked(ck, gate_up_names(gate, up), &s);
+  add_stats(l.stats, s);
+  l.down = load_stacked(ck, down, &s);
+  add_stats(l.stats, s);
+
+  for (const char* shared : {".shared_expert.", ".shared_experts."}) {
+    const std::string base = prefix + shared;
+    const std::string g = base + "gate_proj.weight", u = base + "up_proj.weight", d = base + "down_proj.weight";
+    const bool any = ck.find(g + kPacked).first || ck.find(u + kPacked).first || ck.find(d + kPacked).first;
+    if (!any) continue;
+    KBIT_REQUIRE(!l.has_shared, prefix, ": both shared_expert and shared_experts weights");
+    const QuantizedShape sg = shape_of(ck, g);
+    KBIT_REQUIRE(sg.cols == l.hidden, g, " is [", sg.rows, ", ", sg.cols, "], expected ", l.hidden, " columns");
+    l.shared_intermediate = sg.rows;
+    require_shapes(ck, {u}, l.shared_intermediate, l.hidden);
+    require_shapes(ck, {d}, l.hidden, l.shared_intermediate);
+    l.shared_gate_up = load_stacked(ck, std::vector<std::string>{g, u}, &s);
+    add_stats(l.stats, s);
+    l.shared_down = load_stacked(ck, std::vector<std::string>{d}, &s);
+    add_stats(l.stats, s);
+    l.has_shared = true;
+  }
+  return l;
+}
+
 }  // namespace kbit::io

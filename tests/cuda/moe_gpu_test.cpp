@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 
+#include "kbit/container.h"
 #include "kbit/cpu.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
@@ -424,6 +427,61 @@ std::vector<float> dequantized(const QuantizedMatrix& flat) {
   return out;
 }
 
+// moe_forward's result in fp64 from the stacks (host, flat): per token, the shared expert (if
+// given) plus each selected expert's down(swiglu(gate_up(x))) times its routing weight, the
+// intermediates rounded to bf16 as the kernels round them.
+std::vector<double> moe_reference(const HostMatrix& x, const std::vector<float>& logits, int top_k,
+                                  const QuantizedMatrix& gu, const QuantizedMatrix& dn, int64_t experts,
+                                  const QuantizedMatrix* sgu = nullptr, const QuantizedMatrix* sdn = nullptr) {
+  const int64_t tokens = x.rows, hidden = x.cols, inter = dn.cols();
+  const auto gu_f = dequantized(gu), dn_f = dequantized(dn);
+  const std::vector<float> sgu_f = sgu ? dequantized(*sgu) : std::vector<float>{},
+                           sdn_f = sdn ? dequantized(*sdn) : std::vector<float>{};
+  // One expert (or the shared one) on one token.
+  auto ffn = [&](const std::vector<float>& wgu, const std::vector<float>& wdn, int64_t row0_gu, int64_t row0_dn,
+                 int64_t width, int64_t t) {
+    std::vector<double> hmid(static_cast<size_t>(width));
+    for (int64_t i = 0; i < width; ++i) {
+      double g = 0, u = 0;
+      for (int64_t c = 0; c < hidden; ++c) {
+        g += double(x.at(t, c)) * wgu[size_t((row0_gu + i) * hidden + c)];
+        u += double(x.at(t, c)) * wgu[size_t((row0_gu + width + i) * hidden + c)];
+      }
+      g = bf16_round(g), u = bf16_round(u);
+      hmid[size_t(i)] = bf16_round(g / (1 + std::exp(-g)) * u);
+    }
+    std::vector<double> out(static_cast<size_t>(hidden));
+    for (int64_t j = 0; j < hidden; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < width; ++i) acc += hmid[size_t(i)] * wdn[size_t((row0_dn + j) * width + i)];
+      out[size_t(j)] = bf16_round(acc);
+    }
+    return out;
+  };
+  const Routing r = cpu::route(logits.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
+  std::vector<double> ref(size_t(tokens * hidden), 0.0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (sgu && sdn) {
+      const auto s = ffn(sgu_f, sdn_f, 0, 0, sdn->cols(), t);
+      for (int64_t j = 0; j < hidden; ++j) ref[size_t(t * hidden + j)] = s[size_t(j)];
+    }
+    for (int s = 0; s < top_k; ++s) {
+      const int64_t e = r.expert[size_t(t * top_k + s)];
+      const auto o = ffn(gu_f, dn_f, e * 2 * inter, e * hidden, inter, t);
+      for (int64_t j = 0; j < hidden; ++j) ref[size_t(t * hidden + j)] += r.weight[size_t(t * top_k + s)] * o[size_t(j)];
+    }
+  }
+  return ref;
+}
+
+std::vector<float> random_logits(int64_t tokens, int64_t experts, uint64_t seed) {
+  std::mt19937 rng{uint32_t(seed)};
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> logits(size_t(tokens * experts));
+  for (auto& v : logits) v = nd(rng);
+  return logits;
+}
+
 TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t hidden = 64, inter = 32, experts = 8, shared_inter = 48;
@@ -433,10 +491,7 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
       const std::string what = "T=" + std::to_string(tokens) + (shared ? " shared" : "");
       uint64_t seed = 500 + uint64_t(tokens) * 2 + (shared ? 1 : 0);
       const HostMatrix x = random_matrix(tokens, hidden, DType::bf16, seed++);
-      std::mt19937 rng(uint32_t(seed++));
-      std::normal_distribution<float> nd(0.f, 1.f);
-      std::vector<float> logits(size_t(tokens * experts));
-      for (auto& v : logits) v = nd(rng);
+      const std::vector<float> logits = random_logits(tokens, experts, seed++);
       const QuantizedMatrix gu = cpu::quantize(random_matrix(experts * 2 * inter, hidden, DType::bf16, seed++, 0.1f).view(),
                                                Codebook::bnf(4));
       const QuantizedMatrix dn = cpu::quantize(random_matrix(experts * hidden, inter, DType::bf16, seed++, 0.1f).view(),
@@ -445,41 +500,8 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
                                                 Codebook::bnf(4));
       const QuantizedMatrix sdn = cpu::quantize(random_matrix(hidden, shared_inter, DType::bf16, seed++, 0.1f).view(),
                                                 Codebook::bnf(4));
-      const auto gu_f = dequantized(gu), dn_f = dequantized(dn), sgu_f = dequantized(sgu), sdn_f = dequantized(sdn);
-      // Reference: one expert (or the shared one) on one token, intermediates rounded to bf16.
-      auto ffn = [&](const std::vector<float>& wgu, const std::vector<float>& wdn, int64_t row0_gu, int64_t row0_dn,
-                     int64_t width, int64_t t) {
-        std::vector<double> hmid(static_cast<size_t>(width));
-        for (int64_t i = 0; i < width; ++i) {
-          double g = 0, u = 0;
-          for (int64_t c = 0; c < hidden; ++c) {
-            g += double(x.at(t, c)) * wgu[size_t((row0_gu + i) * hidden + c)];
-            u += double(x.at(t, c)) * wgu[size_t((row0_gu + width + i) * hidden + c)];
-          }
-          g = bf16_round(g), u = bf16_round(u);
-          hmid[size_t(i)] = bf16_round(g / (1 + std::exp(-g)) * u);
-        }
-        std::vector<double> out(static_cast<size_t>(hidden));
-        for (int64_t j = 0; j < hidden; ++j) {
-          double acc = 0;
-          for (int64_t i = 0; i < width; ++i) acc += hmid[size_t(i)] * wdn[size_t((row0_dn + j) * width + i)];
-          out[size_t(j)] = bf16_round(acc);
-        }
-        return out;
-      };
-      const Routing r = cpu::route(logits.data(), tokens, experts, top_k, RoutingMode::topk_softmax);
-      std::vector<double> ref(size_t(tokens * hidden), 0.0);
-      for (int64_t t = 0; t < tokens; ++t) {
-        if (shared) {
-          const auto s = ffn(sgu_f, sdn_f, 0, 0, shared_inter, t);
-          for (int64_t j = 0; j < hidden; ++j) ref[size_t(t * hidden + j)] = s[size_t(j)];
-        }
-        for (int s = 0; s < top_k; ++s) {
-          const int64_t e = r.expert[size_t(t * top_k + s)];
-          const auto o = ffn(gu_f, dn_f, e * 2 * inter, e * hidden, inter, t);
-          for (int64_t j = 0; j < hidden; ++j) ref[size_t(t * hidden + j)] += r.weight[size_t(t * top_k + s)] * o[size_t(j)];
-        }
-      }
+      const std::vector<double> ref =
+          moe_reference(x, logits, top_k, gu, dn, experts, shared ? &sgu : nullptr, shared ? &sdn : nullptr);
       const QuantizedMatrix gud = cuda::to_device(cpu::repack(gu, Layout::mma16)),
                             dnd = cuda::to_device(cpu::repack(dn, Layout::mma16)),
                             sgud = cuda::to_device(cpu::repack(sgu, Layout::mma16)),
@@ -500,6 +522,64 @@ TEST(GpuMoeForward, MatchesTheCpuReferenceWithAndWithoutSharedExpert) {
           },
           yd, DType::bf16, ref, tokens * hidden, what);
     }
+}
+
+// A MoE layer as a user gets it: kbit quantize's per-expert tensors (each under its own tensor scale,
+// in a checkpoint file), io::load_moe_layer's stacks, repacked and on the device, through moe_forward.
+TEST(GpuMoeForward, LayerFromAQuantizedCheckpoint) {
+  KBIT_SKIP_WITHOUT_GPU();
+  const int64_t hidden = 96, inter = 64, shared_inter = 32, experts = 6;
+  const int top_k = 2;
+  const auto dir = test::temp_dir("moe_checkpoint");
+  const std::string layer = "model.layers.0.mlp";
+  {
+    std::map<std::string, QuantizedMatrix> q;
+    uint64_t seed = 900;
+    auto quantized = [&](const std::string& name, int64_t rows, int64_t cols, float sigma) {
+      q.emplace(name, cpu::quantize(random_matrix(rows, cols, DType::bf16, seed++, sigma).view(), Codebook::bnf(4)));
+    };
+    for (int64_t e = 0; e < experts; ++e) {  // sigmas 2^-e apart: six tensor scales in one stack
+      const std::string p = layer + ".experts." + std::to_string(e) + ".";
+      quantized(p + "gate_proj.weight", inter, hidden, 0.1f * float(1 << e));
+      quantized(p + "up_proj.weight", inter, hidden, 0.1f);
+      quantized(p + "down_proj.weight", hidden, inter, 0.1f / float(1 << e));
+    }
+    quantized(layer + ".shared_expert.gate_proj.weight", shared_inter, hidden, 0.1f);
+    quantized(layer + ".shared_expert.up_proj.weight", shared_inter, hidden, 0.2f);
+    quantized(layer + ".shared_expert.down_proj.weight", hidden, shared_inter, 0.1f);
+    io::SafetensorsWriter w((dir / "model.safetensors").string());
+    for (const auto& [name, m] : q) io::declare_quantized(w, name, m.rows(), m.cols(), m.bits());
+    w.begin();
+    for (const auto& [name, m] : q) io::write_quantized(w, name, m);
+    w.finish();
+  }
+  const io::MoeLayer l = io::load_moe_layer(io::Checkpoint::open((dir / "model.safetensors").string()), layer);
+  ASSERT_TRUE(l.has_shared);
+  const QuantizedMatrix gud = cuda::to_device(cpu::repack(l.gate_up, Layout::mma16)),
+                        dnd = cuda::to_device(cpu::repack(l.down, Layout::mma16)),
+                        sgud = cuda::to_device(cpu::repack(l.shared_gate_up, Layout::mma16)),
+                        sdnd = cuda::to_device(cpu::repack(l.shared_down, Layout::mma16));
+  MoeWeights w;
+  w.gate_up = &gud, w.down = &dnd, w.experts = l.experts, w.shared_gate_up = &sgud, w.shared_down = &sdnd;
+  MoeWorkspace ws({16, l.hidden, l.intermediate, l.experts, top_k, l.shared_intermediate});
+  MoeOptions o;
+  o.top_k = top_k;
+  for (int64_t tokens : {1, 3, 16}) {
+    const HostMatrix x = random_matrix(tokens, hidden, DType::bf16, 950 + uint64_t(tokens));
+    const std::vector<float> logits = random_logits(tokens, experts, 960 + uint64_t(tokens));
+    const std::vector<double> ref =
+        moe_reference(x, logits, top_k, l.gate_up, l.down, l.experts, &l.shared_gate_up, &l.shared_down);
+    Buffer xd = upload(x), yd = Buffer::allocate(Memory::device, size_t(tokens * hidden) * 2);
+    Buffer ld = Buffer::allocate(Memory::device, logits.size() * 4);
+    ASSERT_EQ(cudaMemcpy(ld.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    test::expect_accurate_and_deterministic(
+        [&] {
+          moe_forward(TensorView{xd.data(), DType::bf16, tokens, hidden}, static_cast<const float*>(ld.data()), w,
+                      MutableTensorView{yd.data(), DType::bf16, tokens, hidden}, ws, nullptr, o);
+        },
+        yd, DType::bf16, ref, tokens * hidden, "T=" + std::to_string(tokens));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // moe_forward's folds: a GEMV that stages x through the gather of rows or through

@@ -190,6 +190,84 @@ TEST(Container, ExpertWeightsLoadAsOneStack) {
   test::expect_error([&] { load_stacked(ck, absent); }, "no quantized weight named 'nope'");
 }
 
+// load_moe_layer: the experts' gate_up and down stacks and the shared expert's, as MoeWeights takes them.
+TEST(Container, MoeLayerStacksExpertsAndSharedExpert) {
+  const auto dir = test::temp_dir("moe_layer");
+  const int experts = 3;
+  const int64_t hidden = 64, inter = 32, shared_inter = 96;
+  const std::string layer = "model.layers.1.mlp";
+  std::map<std::string, QuantizedMatrix> q;
+  auto quantized = [&](const std::string& name, int64_t rows, int64_t cols, uint64_t seed, float sigma) {
+    q.insert_or_assign(name, cpu::quantize(test::random_matrix(rows, cols, DType::bf16, seed, sigma).view(), Codebook::bnf(3)));
+  };
+  for (int e = 0; e < experts; ++e) {
+    const std::string p = layer + ".experts." + std::to_string(e) + ".";
+    quantized(p + "gate_proj.weight", inter, hidden, 10 + e, float(1 << e));
+    quantized(p + "up_proj.weight", inter, hidden, 20 + e, 0.5f);
+    quantized(p + "down_proj.weight", hidden, inter, 30 + e, 2.0f);
+  }
+  quantized(layer + ".shared_experts.gate_proj.weight", shared_inter, hidden, 40, 1.0f);
+  quantized(layer + ".shared_experts.up_proj.weight", shared_inter, hidden, 41, 4.0f);
+  quantized(layer + ".shared_experts.down_proj.weight", hidden, shared_inter, 42, 1.0f);
+  auto write = [&](const std::string& file) {
+    SafetensorsWriter w((dir / file).string());
+    for (const auto& [name, m] : q) declare_quantized(w, name, m.rows(), m.cols(), m.bits());
+    w.begin();
+    for (const auto& [name, m] : q) write_quantized(w, name, m);
+    w.finish();
+    return Checkpoint::open((dir / file).string());
+  };
+  auto dequantized = [](const QuantizedMatrix& m) {
+    std::vector<float> v(size_t(m.rows() * m.cols()));
+    cpu::dequantize(m, MutableTensorView{v.data(), DType::f32, m.rows(), m.cols(), m.cols()});
+    return v;
+  };
+  // Rows [row0, row0 + part's rows) of `stack` dequantize bit-identically to `part`.
+  auto expect_rows = [&](const std::vector<float>& stack, int64_t row0, const QuantizedMatrix& part, const std::string& what) {
+    const auto one = dequantized(part);
+    EXPECT_EQ(0, std::memcmp(stack.data() + row0 * part.cols(), one.data(), one.size() * 4)) << what;
+  };
+
+  const MoeLayer l = load_moe_layer(write("a.safetensors"), layer);
+  EXPECT_EQ(l.experts, experts);
+  EXPECT_EQ(l.hidden, hidden);
+  EXPECT_EQ(l.intermediate, inter);
+  ASSERT_EQ(l.gate_up.rows(), experts * 2 * inter);
+  ASSERT_EQ(l.down.rows(), experts * hidden);
+  EXPECT_EQ(l.down.cols(), inter);
+  ASSERT_TRUE(l.has_shared);
+  EXPECT_EQ(l.shared_intermediate, shared_inter);
+  EXPECT_EQ(l.stats.requantized, 0);
+  const auto gate_up = dequantized(l.gate_up), down = dequantized(l.down);
+  for (int e = 0; e < experts; ++e) {
+    const std::string p = layer + ".experts." + std::to_string(e) + ".";
+    expect_rows(gate_up, e * 2 * inter, q.at(p + "gate_proj.weight"), "gate " + std::to_string(e));
+    expect_rows(gate_up, e * 2 * inter + inter, q.at(p + "up_proj.weight"), "up " + std::to_string(e));
+    expect_rows(down, e * hidden, q.at(p + "down_proj.weight"), "down " + std::to_string(e));
+  }
+  const auto shared_gate_up = dequantized(l.shared_gate_up);
+  expect_rows(shared_gate_up, 0, q.at(layer + ".shared_experts.gate_proj.weight"), "shared gate");
+  expect_rows(shared_gate_up, shared_inter, q.at(layer + ".shared_experts.up_proj.weight"), "shared up");
+  expect_rows(dequantized(l.shared_down), 0, q.at(layer + ".shared_experts.down_proj.weight"), "shared down");
+
+  // Problems name the tensor.
+  quantized(layer + ".experts.1.down_proj.weight", hidden, inter + 32, 50, 1.0f);
+  test::expect_error([&] { load_moe_layer(write("b.safetensors"), layer); },
+                     layer + ".experts.1.down_proj.weight is [64, 64], expected [64, 32]");
+  quantized(layer + ".experts.1.down_proj.weight", hidden, inter, 50, 1.0f);
+  q.erase(layer + ".experts.2.up_proj.weight");
+  test::expect_error([&] { load_moe_layer(write("c.safetensors"), layer); },
+                     "the experts number 3 (gate_proj), 2 (up_proj) and 3 (down_proj)");
+  quantized(layer + ".experts.2.up_proj.weight", inter, hidden, 51, 1.0f);
+  q.erase(layer + ".shared_experts.gate_proj.weight");
+  test::expect_error([&] { load_moe_layer(write("d.safetensors"), layer); },
+                     "no quantized weight named '" + layer + ".shared_experts.gate_proj.weight'");
+  q.erase(layer + ".shared_experts.up_proj.weight");
+  q.erase(layer + ".shared_experts.down_proj.weight");
+  EXPECT_FALSE(load_moe_layer(write("e.safetensors"), layer).has_shared);
+  test::expect_error([&] { load_moe_layer(write("f.safetensors"), "model.layers.2.mlp"); }, "no quantized weights");
+}
+
 TEST(Container, ExpertWeightNamesNeedEveryExpert) {
   const auto dir = test::temp_dir("gap");
   const QuantizedMatrix m = cpu::quantize(test::random_matrix(16, 32, DType::f32, 1).view(), Codebook::bnf(2));
