@@ -81,7 +81,9 @@ std::string format_summary(const ConvertReport& r);
 // the stack's prefix stays in the name). A layer's experts (...mlp.experts.E.down_proj) become
 // one grouped projection (mlp.experts.down_proj, experts = their count) whose `active` is the
 // top-k of config.json beside the checkpoint (num_experts_per_tok and the like), or
-// `options.active` when given, else 1. A projection is listed once for all the layers that have
+// `options.active` when given, else 1. The experts' and the shared expert's gate_proj and up_proj
+// (of one shape) are listed as one gate_up_proj of twice the rows, the stack that io::load_moe_layer
+// builds and kbit::moe_forward runs. A projection is listed once for all the layers that have
 // it with one shape; a name with another shape in other layers is listed again as NAME@L<its
 // first layer>.
 struct CheckpointShapesOptions {

@@ -3,6 +3,8 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstring>
+#include <initializer_list>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -103,13 +105,28 @@ QuantizedMatrix stacked_experts(int64_t e, int64_t n, int64_t k, int bits, uint3
 // kbit::moe_forward for T decode tokens in one CUDA graph against the same graph of its
 // GEMMs alone (grouped gate+up and down over the same routing, plus the shared expert's
 // two projections when the model has one): the issue-5 target is within 1.3x.
+// A MoE layer's projection by its data/shapes.json name, or else the first whose name ends with
+// one of `suffixes` (kbit shapes' names from a checkpoint), grouped (experts > 1) or not as asked.
+const Projection* find_moe_projection(const ModelShapes& shapes, const std::string& name,
+                                      std::initializer_list<const char*> suffixes, bool grouped) {
+  if (const Projection* p = shapes.find(name)) return p;
+  for (const auto& p : shapes.projections)
+    for (const char* suffix : suffixes)
+      if ((p.experts > 1) == grouped && p.name.ends_with(suffix) &&
+          (p.name.size() == std::strlen(suffix) || p.name[p.name.size() - std::strlen(suffix) - 1] == '.'))
+        return &p;
+  return nullptr;
+}
+
 void run_moe_forward_rows(const MoeBenchOptions& o, const ModelShapes& shapes, const DeviceInfo& dev,
                           std::vector<nlohmann::json>& rows) {
-  const Projection* gu = shapes.find("moe_gu");
-  const Projection* dn = shapes.find("moe_dn");
+  const Projection* gu = find_moe_projection(shapes, "moe_gu", {"experts.gate_up_proj"}, true);
+  const Projection* dn = find_moe_projection(shapes, "moe_dn", {"experts.down_proj"}, true);
   if (!gu || !dn) return;
-  const Projection* sgu = shapes.find("shared_gu");
-  const Projection* sdn = shapes.find("shared_dn");
+  const Projection* sgu =
+      find_moe_projection(shapes, "shared_gu", {"shared_expert.gate_up_proj", "shared_experts.gate_up_proj"}, false);
+  const Projection* sdn =
+      find_moe_projection(shapes, "shared_dn", {"shared_expert.down_proj", "shared_experts.down_proj"}, false);
   const int64_t e = gu->experts, hidden = gu->K, inter = dn->K;
   KBIT_REQUIRE(gu->N == 2 * inter && dn->N == hidden, "moe bench: ", o.model, ": moe_gu and moe_dn do not chain");
   const bool shared = sgu && sdn && sgu->K == hidden && sdn->N == hidden && sgu->N == 2 * sdn->K;

@@ -141,6 +141,32 @@ CheckpointShapes checkpoint_shapes(const std::string& path, const CheckpointShap
   }
   out.layers = int(layers.size());
 
+  // The experts' and the shared expert's gate_proj and up_proj run as one [2I, H] projection
+  // (io::load_moe_layer, kbit::moe_forward): list them so, as gate_up_proj.
+  static const std::regex gate_re(R"(^(.*(?:^|\.)(?:experts|shared_experts?)\.)gate_proj$)");
+  for (auto it = per_layer.begin(); it != per_layer.end();) {
+    const auto& [stack, layer, name] = it->first;
+    std::smatch m;
+    if (!std::regex_match(name, m, gate_re)) {
+      ++it;
+      continue;
+    }
+    const std::string head = m[1].str();
+    const auto up = per_layer.find({stack, layer, head + "up_proj"});
+    if (up == per_layer.end() || up->second.rows != it->second.rows || up->second.cols != it->second.cols ||
+        up->second.experts != it->second.experts) {
+      ++it;
+      continue;
+    }
+    LayerProjection merged = it->second;
+    merged.rows *= 2;
+    const std::tuple<std::string, int64_t, std::string> key{stack, layer, head + "gate_up_proj"};
+    first_seen.try_emplace(head + "gate_up_proj", first_seen.at(name));
+    per_layer.erase(up);
+    it = per_layer.erase(it);
+    per_layer.emplace(key, merged);  // sorts after ...gate_proj: the loop reaches it and passes over it
+  }
+
   std::optional<std::pair<int, std::string>> top_k;
   if (options.active > 0) top_k = std::make_pair(options.active, std::string("from --active"));
   bool any_experts = false;

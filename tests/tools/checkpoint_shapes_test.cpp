@@ -30,8 +30,11 @@ std::vector<Spec> moe_model() {
     s.push_back({p + "self_attn.q_proj.weight", {64, 32}});
     s.push_back({p + "mlp.gate.weight", {4, 32}});
     s.push_back({p + "mlp.shared_experts.down_proj.weight", {32, 48}});
+    s.push_back({p + "mlp.shared_experts.gate_proj.weight", {48, 32}});
+    s.push_back({p + "mlp.shared_experts.up_proj.weight", {48, 32}});
     for (int e = 0; e < 4; ++e) {
       s.push_back({p + "mlp.experts." + std::to_string(e) + ".gate_proj.weight", {48, 32}});
+      s.push_back({p + "mlp.experts." + std::to_string(e) + ".up_proj.weight", {48, 32}});
       s.push_back({p + "mlp.experts." + std::to_string(e) + ".down_proj.weight", {32, 48}, DType::f32});
     }
   }
@@ -47,14 +50,22 @@ TEST(CheckpointShapes, LayersExpertsAndTopKFromConfig) {
   const CheckpointShapes s = checkpoint_shapes(dir.string());
   EXPECT_EQ(s.model.key, dir.filename().string());
   EXPECT_EQ(s.layers, 3);
-  EXPECT_EQ(s.weights, 2 + 2 * 10);  // layer 0: q, down; each MoE layer: q, shared, 8 expert weights
+  EXPECT_EQ(s.weights, 2 + 2 * 16);  // layer 0: q, down; each MoE layer: q, 3 shared, 12 expert weights
   EXPECT_EQ(s.skipped, 1);           // the 3-D tensor
   EXPECT_EQ(s.active_source, "from config.json (num_experts_per_tok)");
   std::vector<std::string> names;
   for (const auto& p : s.model.projections) names.push_back(p.name);
-  // In the checkpoint's order: layer 0's, then those that layer 1 adds.
+  // In the checkpoint's order: layer 0's, then those that layer 1 adds; the experts' and the shared
+  // expert's gate and up projections as one gate_up_proj, as kbit::moe_forward runs them.
   EXPECT_EQ(names, (std::vector<std::string>{"self_attn.q_proj", "mlp.down_proj", "mlp.shared_experts.down_proj",
-                                             "mlp.experts.gate_proj", "mlp.experts.down_proj"}));
+                                             "mlp.shared_experts.gate_up_proj", "mlp.experts.gate_up_proj",
+                                             "mlp.experts.down_proj"}));
+  const Projection* gate_up = s.model.find("mlp.experts.gate_up_proj");
+  ASSERT_NE(gate_up, nullptr);
+  EXPECT_EQ(gate_up->N, 96);
+  EXPECT_EQ(gate_up->K, 32);
+  EXPECT_EQ(gate_up->experts, 4);
+  EXPECT_EQ(s.model.find("mlp.shared_experts.gate_up_proj")->experts, 1);
   const Projection* down = s.model.find("mlp.experts.down_proj");
   ASSERT_NE(down, nullptr);
   EXPECT_EQ(down->N, 32);
@@ -69,7 +80,7 @@ TEST(CheckpointShapes, LayersExpertsAndTopKFromConfig) {
   o.key = "mine";
   const CheckpointShapes t = checkpoint_shapes((dir / "model.safetensors").string(), o);
   EXPECT_EQ(t.model.key, "mine");
-  EXPECT_EQ(t.model.find("mlp.experts.gate_proj")->active, 3);
+  EXPECT_EQ(t.model.find("mlp.experts.gate_up_proj")->active, 3);
   EXPECT_EQ(t.active_source, "from --active");
   fs::remove_all(dir);
 }
