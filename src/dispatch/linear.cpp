@@ -45,7 +45,9 @@ int occupancy(int bits, cuda::detail::FusedShape s, DType t) {
   std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_tuple(bits, s.n_tiles, s.warps, int(t), int(s.items));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  int v = 4;
+  // Without a GPU: 16 warps per SM, what the H200 holds of the fused kernels at n_tiles 1 and 2
+  // (ptxas: 102-128 registers, so 4 CTAs of 4 warps or 2 of 8), so that plans made here match its.
+  int v = std::max(1, 16 / s.warps);
   if (cuda::device_available() &&
       (s.items == cuda::detail::FusedItems::wgmma_tile || s.items == cuda::detail::FusedItems::wgmma_stream)) {
     switch (bits) {
@@ -95,14 +97,14 @@ bool gemv_preferred(int64_t m, int64_t n, int64_t k, int bits) {
   // GEMV's fixed costs (a 64-128 KB table and x staged per CTA, split-stripe sums) pay
   // off from about 16K units of 16 x 128 weights (glm47 q, o, shared_gu, shared_dn);
   // below that (glm47 kv, the experts, kimi latent, qwen3) the fused kernel is faster.
-  // At M = 3..4, staging 4 rows of a long K (12288) or the largest W (shared_gu, 61K
-  // units) made the GEMV slower than the fused kernel (45a23f8, 408a747). With tensor
-  // products (thirty-fifth session) shared_gu ties it at M = 3, 4 (within 3%) and long K
-  // still loses at k = 2..4 (glm47 o: 19.5-21.4 against 18.1-19.8 us; bench/results/
-  // h200-linear-bench-all-m2-4-session35.jsonl); the tuned table has these shapes.
+  // At M = 3..4, staging 4 rows of a long K (12288) made the GEMV slower than the fused
+  // kernel (45a23f8, 408a747), and so it still is at k = 2..4 with tensor products (thirty-
+  // fifth session: glm47 o 19.5-21.4 against 18.1-19.8 us; bench/results/
+  // h200-linear-bench-all-m2-4-session35.jsonl). The largest W (shared_gu, 61K units) once lost
+  // too; since then kbit tune put the GEMV first for it at M = 4 for every k (the H200 table).
   const int64_t units = ceil_div(n, 16) * ceil_div(k, 128);
   if (units < 16384) return false;
-  return m <= 2 || (k <= 8192 && units < 49152);
+  return m <= 2 || k <= 8192;
 }
 
 void launch_gemv(int bits, const cuda::detail::GemvArgs& a, DType t, cudaStream_t stream) {
@@ -155,6 +157,12 @@ int64_t detail::fused_output_items(int64_t m, int64_t n, int n_tiles) {
 namespace {
 
 constexpr int64_t kCtaNoSplitMinItems = 32;
+// A stripes item's fixed cost in supertiles (pipeline fill, x ring, the split's fix-up). At 6 the
+// split count below is the fastest the H200 measured on all 52 large-W cases of the tunes of sessions
+// 56 and 58 (glm47 q, o, shared_gu, shared_dn and Kimi at M = 8, 12, 16, k = 2..5; screened times,
+// each plan at the GPU's occupancy: 4 CTAs of 4 warps, 2 of 8); at 2 it chose 5 splits for glm47 q
+// at M = 16 (2 measured best: 21.7 against ~25.6 us at 4 or 6) and was 1.04x the best elsewhere.
+constexpr double kStripesItemCost = 6.0;
 
 // Splits along K for the persistent kernel, never leaving a split empty and never
 // needing more partial rows than the workspace holds. CTA items: none while the output has
@@ -187,7 +195,7 @@ int detail::linear_heuristic_splits(int64_t m, int64_t n, int64_t k, int bits, i
       cost = double(items_per_cta) * (double(ceil_div(per, warps)) + 1.0) + (s > 1 ? 1.0 : 0.0);
     } else if (cuda::detail::items_share_x(fused_items(items))) {  // CTA items of `warps` stripes
       const int64_t items_per_cta = ceil_div(ceil_div(stripes, warps) * tiles * s, ctas);
-      cost = double(items_per_cta) * (double(per) + 2.0);
+      cost = double(items_per_cta) * (double(per) + kStripesItemCost);
     } else {
       cost = double(ceil_div(outputs * s, ctas * warps)) * (double(per) + 2.0);
     }
@@ -251,28 +259,33 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     return p;
   }
   if (p.path == LinearPath::dequant_cublas) return p;
-  // Untuned small W (below kStripesMinWeights): CTA items (no split: see
-  // linear_heuristic_splits), 8 warps where K has a supertile for each (4 below: a CTA
-  // item's warps share its K), and at M = 9..16 half the token tile while the stripes alone
-  // fill fewer than 1.5 waves of SMs. kbit tune on the H200 with the bench's cold rotation
-  // (e5ce83e, qwen3_coder_next at M = 8 and 16, k = 2..5, 75 cases) put 1 split first on all
-  // 75 (q at M = 8: 5.9 us against 9.0 with 2 splits of 4 warps), 8 warps on 65 (4 on the
-  // K = 512 shapes), and n_tiles = 1 at M = 16 on 16 of the 18 N <= 2048 cases (k, v: 4.4 us
-  // against 7.6 at n_tiles = 2: 32 stripes are too few items for 132 SMs) but on none at
-  // N = 4096.
+  // Untuned plans (linear_configs.h: kSmallHalfTileMaxN, kLargeEightWarpsMinSupertiles and the
+  // measurements behind them). Small W (below kStripesMinWeights): CTA items, no split (see
+  // linear_heuristic_splits); half the token tile at M = 9..16 only for narrow N; 8 warps where
+  // K has a supertile for each (4 below: a CTA item's warps share its K) unless the stripes
+  // number more than twice the SMs (more, smaller CTAs then); level lookups by warp shuffle
+  // (cta_shuffle, k >= 3) at M = 9..16, at M = 5..8 for k = 5, and elsewhere where K has at most
+  // kShuffleMaxSupertiles and the stripes are no more than the SMs. Large W: stripes items,
+  // 8 warps on long K.
   const bool small = !c && !large;
-  const bool few_stripes = ceil_div(n, 16) * 2 < 3 * int64_t(current_sm_count());
+  const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), sms = current_sm_count();
+  const bool two_tile_decode = m > 8 && m <= 16;
   p.n_tiles = o.n_tiles ? o.n_tiles
               : c       ? c->n_tiles
-              : small && m > 8 && m <= 16 && few_stripes ? 1
-                                                         : default_n_tiles(m);
-  p.warps = o.warps ? o.warps : c ? c->warps : small && ceil_div(k, 128) >= 8 ? 8 : 4;
-  const bool shuffle = small && bits >= 3 && p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles && ceil_div(k, 128) <= detail::kShuffleMaxSupertiles &&
-                       ceil_div(n, 16) <= int64_t(current_sm_count());
+              : small && two_tile_decode && n <= detail::kSmallHalfTileMaxN ? 1
+                                                                               : default_n_tiles(m);
+  p.warps = o.warps ? o.warps
+            : c     ? c->warps
+            : large ? (supertiles >= detail::kLargeEightWarpsMinSupertiles ? 8 : 4)
+            : stripes > 2 * sms || supertiles < 8 ? 4
+                                                  : 8;
+  const bool shuffle = small && bits >= 3 && p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles &&
+                       (two_tile_decode || (m > 4 && m <= 8 && bits == 5) ||
+                        (supertiles <= detail::kShuffleMaxSupertiles && stripes <= sms));
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
             : tile && !fused_overrides         ? (m <= 128 ? LinearItems::wgmma_stream : LinearItems::wgmma_tile)
-            : large && p.n_tiles >= 2          ? LinearItems::stripes
+            : large                            ? LinearItems::stripes
             : shuffle                          ? LinearItems::cta_shuffle
                                                : LinearItems::cta;
   // wgmma items not from a wgmma table entry (forced over a table entry of another item

@@ -46,6 +46,26 @@ inline constexpr int64_t kTileMaxM = 256;
 // (4096 x 2048 at k = 3, 4 1.02-1.08x; 5120 x 1536 at M <= 8 1.01-1.08x; 7168 x 3584 1.03-1.15x),
 // and so they did on longer K (2048 x 5120 1.00-1.13x).
 inline constexpr int64_t kShuffleMaxSupertiles = 16;
+// The untuned plans at M = 5..16, refit in the sixty-first session to the H200 tunes of sessions 56 and 58
+// (bench/results/h200-tune-m16-session56.txt.xz, h200-tune-k5-call{1,2}-session58.txt.xz: every candidate's
+// screened time for all 18 dense shapes at M = 16 for k = 2..5, M = 12 for k = 3..5 and M = 8 for k = 5),
+// since the per-warp x ring (fifty-fifth session) made two token tiles and warp shuffles cheaper:
+// - small W at M = 9..16: n_tiles 2 unless N is at most kSmallHalfTileMaxN, cta items at k = 2 and
+//   cta_shuffle at k >= 3 whatever K (glm47 kv, 2048 x 5120: cta_shuffle 7.3 us against 8.6-8.9 for
+//   the cta items at n_tiles 1 that the earlier rule chose); small W at M = 5..8, k = 5: cta_shuffle;
+// - 4 warps where the stripes number more than twice the SMs (Kimi 7168 x 3584, k = 3, M = 16:
+//   cta_shuffle at 4 warps 14.3 us, at 8 warps 15.8);
+// - large W: stripes items from M = 3 (at M = 5..8 the earlier cta items ran 5-11% slower: glm47 q,
+//   k = 5, M = 8, 27.6 against 24.7 us), 8 warps where K has kLargeEightWarpsMinSupertiles (glm47 o
+//   and shared_dn, K = 12288, tuned at 8 warps at every M = 4..32; q and shared_gu, K = 5120, at 4).
+// bench/analysis/untuned_plans.py (each untuned plan's screened time against the fastest candidate
+// of its case, planned without a GPU for the H200) on those logs: before, 1.123x by geomean at
+// M = 9..16 (204 cases, up to 1.72x: glm47 moe_gu k = 5 M = 16, cta items at n_tiles 1, 19.0
+// against 11.7 us; 12 more cases were plans the tune never timed, glm47 q with 5 splits) and 1.058x
+// at M = 8 (18 cases, up to 1.22x); with these rules and linear.cpp's kStripesItemCost 1.008x (216
+// cases, up to 1.09x) and 1.007x (up to 1.06x). Not yet timed as plans of kbit::linear on a GPU.
+inline constexpr int64_t kSmallHalfTileMaxN = 1024;
+inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 
 struct LinearConfig {
   std::string device;  // cudaDeviceProp::name, e.g. "NVIDIA H200"

@@ -18,6 +18,7 @@ void add_stream_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_shapes_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 // The models of --shapes PATH: a shape set in data/shapes.json's schema, or a checkpoint (a
 // .safetensors file or a folder), whose projections kbit::checkpoint_shapes lists (printed to stderr).

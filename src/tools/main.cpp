@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   kbit::tools::add_report_command(app);
   kbit::tools::add_tune_command(app);
   kbit::tools::add_shapes_command(app);
+  kbit::tools::add_plan_command(app);
   app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);

@@ -59,8 +59,10 @@ TEST(LinearPlan, PathsByM) {
     for (int64_t m = 1; m <= 4; ++m) EXPECT_EQ(plan_linear(m, 12288, 5120, bits).path, LinearPath::gemv) << m;
   EXPECT_EQ(plan_linear(1, 2048, 5120, 4).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(2, 24576, 5120, 5).path, LinearPath::gemv);       // glm47 shared_gu
-  EXPECT_EQ(plan_linear(4, 24576, 5120, 4).path, LinearPath::fused_mma);
+  EXPECT_EQ(plan_linear(4, 24576, 5120, 4).path, LinearPath::gemv);       // tuned so at M = 4 on the H200
   EXPECT_EQ(plan_linear(4, 5120, 12288, 4).path, LinearPath::fused_mma);  // 4 rows of K = 12288
+  EXPECT_EQ(plan_linear(4, 5120, 12288, 4).items, LinearItems::stripes);
+  EXPECT_EQ(plan_linear(4, 5120, 12288, 4).warps, 8);                    // long K: 8 warps
   EXPECT_EQ(plan_linear(5, 12288, 5120, 4).path, LinearPath::fused_mma);
   // x must fit in one CTA's shared memory: 4 x 40000 fp16 values do not
   EXPECT_EQ(plan_linear(4, 64, 40000, 4).path, LinearPath::fused_mma);
@@ -176,17 +178,21 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_LE(plan_linear(64, 2048, 512, 4, sh).n_tiles, 2);  // clamped when not asked for
   sh.n_tiles = 4;
   EXPECT_THROW(plan_linear(32, 2048, 512, 4, sh), Error);
-  // untuned small W at k >= 3: cta_shuffle items where K has <= 16 supertiles and the stripes
-  // are no more than the SMs (132 without a GPU); cta items otherwise
-  for (int64_t m : {8, 16}) {
+  // untuned small W at k >= 3: cta_shuffle items at M = 9..16 (and at M = 5..8 for k = 5); at
+  // M <= 8 otherwise where K has <= 16 supertiles and the stripes are no more than the SMs (132
+  // without a GPU); cta items otherwise, and always at k = 2
+  for (int64_t m : {1, 4, 8, 12, 16}) {
+    SCOPED_TRACE(m);
     const LinearPlan small_k = plan_linear(m, 1536, 1024, 4);
     EXPECT_EQ(small_k.source, "heuristic");
     EXPECT_EQ(small_k.path, LinearPath::fused_mma);
-    EXPECT_EQ(small_k.items, LinearItems::cta_shuffle) << "M = " << m;
+    EXPECT_EQ(small_k.items, LinearItems::cta_shuffle);
     EXPECT_LE(small_k.n_tiles, 2);
-    EXPECT_EQ(plan_linear(m, 1536, 1024, 2).items, LinearItems::cta);   // k = 2: no table to skip
-    EXPECT_EQ(plan_linear(m, 4160, 1024, 4).items, LinearItems::cta);   // 260 stripes
-    EXPECT_EQ(plan_linear(m, 1536, 2176, 4).items, LinearItems::cta);   // 17 supertiles
+    EXPECT_EQ(plan_linear(m, 1536, 1024, 2).items, LinearItems::cta);  // k = 2: no table to skip
+    const LinearItems wide = m > 8 ? LinearItems::cta_shuffle : LinearItems::cta;
+    EXPECT_EQ(plan_linear(m, 4160, 1024, 4).items, wide);  // 260 stripes
+    EXPECT_EQ(plan_linear(m, 2048, 5120, 4).items, wide);  // 40 supertiles (glm47 kv)
+    EXPECT_EQ(plan_linear(m, 2048, 5120, 5).items, m > 4 ? LinearItems::cta_shuffle : LinearItems::cta);
   }
   // wgmma items: one warpgroup (4 warps) over 32 tokens up to M = 32, 64 above
   LinearOptions wg;
@@ -205,24 +211,32 @@ TEST(LinearPlan, PathsByM) {
   wg2.n_tiles = 2;
   EXPECT_THROW(plan_linear(64, 12288, 5120, 4, wg2), Error);
   EXPECT_THROW(parse_linear_items("rows"), Error);
-  // untuned large W: stripes items from M = 9, the fused kernel up to M = 64
+  // untuned large W: stripes items wherever the fused kernel runs (up to M = 64), 8 warps on long K
   EXPECT_EQ(plan_linear(16, 12288, 5120, 4).items, LinearItems::stripes);
-  EXPECT_EQ(plan_linear(8, 12288, 5120, 4, f).items, LinearItems::cta);
+  EXPECT_EQ(plan_linear(16, 12288, 5120, 4).warps, 4);
+  EXPECT_EQ(plan_linear(8, 12288, 5120, 4, f).items, LinearItems::stripes);
+  EXPECT_EQ(plan_linear(8, 12288, 5120, 4, f).n_tiles, 1);
+  EXPECT_EQ(plan_linear(8, 5120, 12288, 4).warps, 8);
   EXPECT_EQ(plan_linear(64, 12288, 5120, 4).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(65, 12288, 5120, 4).path, LinearPath::dequant_cublas);
-  EXPECT_EQ(plan_linear(16, 2048, 5120, 4).items, LinearItems::cta);
-  // untuned small W (shapes not in the table): no split, 8 warps where K has 8 supertiles,
-  // half the token tile at M = 9..16 while the stripes fill fewer than 1.5 waves of 132 SMs
+  // untuned small W (shapes not in the table): no split; 8 warps where K has 8 supertiles and the
+  // stripes are at most twice the SMs; at M = 9..16 two token tiles unless N <= 1024
   EXPECT_EQ(plan_linear(16, 4000, 2000, 4).warps, 8);
   EXPECT_EQ(plan_linear(16, 4000, 2000, 4).splits, 1);
-  EXPECT_EQ(plan_linear(16, 4000, 2000, 4).n_tiles, 2);  // 250 stripes
-  EXPECT_EQ(plan_linear(16, 1000, 2000, 4).n_tiles, 1);  // 63 stripes
+  EXPECT_EQ(plan_linear(16, 4000, 2000, 4).n_tiles, 2);
+  EXPECT_EQ(plan_linear(12, 2048, 5120, 4).n_tiles, 2);  // glm47 kv: two tiles from M = 9
+  EXPECT_EQ(plan_linear(16, 1024, 2000, 4).n_tiles, 1);
   EXPECT_EQ(plan_linear(32, 1000, 2000, 4).n_tiles, 4);
+  EXPECT_EQ(plan_linear(16, 7168, 3584, 4).warps, 4);    // 448 stripes (Kimi)
+  EXPECT_EQ(plan_linear(16, 7168, 3584, 4).items, LinearItems::cta_shuffle);
+  EXPECT_EQ(plan_linear(16, 7168, 3584, 2).items, LinearItems::cta);
   EXPECT_EQ(plan_linear(8, 4000, 2000, 4, f).warps, 8);
   EXPECT_EQ(plan_linear(8, 4000, 2000, 4, f).splits, 1);
   EXPECT_EQ(plan_linear(8, 4000, 500, 4).warps, 4);  // 4 supertiles of K
   EXPECT_GT(plan_linear(8, 100, 40000, 4).splits, 1);  // 7 stripes over a long K still split
-  EXPECT_EQ(plan_linear(8, 12000, 5000, 4, f).splits, 1);  // untuned large W, CTA items: no split
+  LinearOptions fc = f;
+  fc.items = LinearItems::cta;
+  EXPECT_EQ(plan_linear(8, 12000, 5000, 4, fc).splits, 1);  // untuned large W, CTA items: no split
 }
 
 TEST(SkinnyPlan, ShapesAndErrors) {
