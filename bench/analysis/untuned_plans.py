@@ -41,6 +41,8 @@ def main():
     kbit, logs = sys.argv[1], sys.argv[2:]
     cases = [c for c in read_cases(logs) if c[4]]
     ms = sorted({c[3] for c in cases})
+    if not cases:
+        sys.exit("no tune cases with screened candidates in these logs")
     out = subprocess.run([kbit, 'plan', '--model', 'all', '--m', ','.join(map(str, ms)), '--bits', '2,3,4,5'],
                          capture_output=True, text=True, check=True).stdout.splitlines()[1:]
     plans = {}

@@ -74,6 +74,9 @@ struct LinearOptions {
   // Programmatic dependent launch of the GEMV and fused kernels: they load weights (and
   // build their tables) before waiting for the previous kernel. Safe after any kernel.
   bool pdl = false;
+  // false: plan as if no tuned table had an entry (the heuristic's plan), to see what tuning buys
+  // (kbit bench's kbit_linear_untuned backend).
+  bool tuned = true;
 };
 
 // Device scratch for kbit::linear: split-K partials and counters, the rotated

@@ -142,9 +142,11 @@ class SkinnyBackend : public Backend {
 // PDL launches (each call's weight loads and table build overlap the previous call's tail).
 class KbitLinearBackend : public Backend {
  public:
-  explicit KbitLinearBackend(LinearPath path, bool pdl = false, LinearItems items = LinearItems::automatic)
-      : path_(path), pdl_(pdl), items_(items) {}
+  explicit KbitLinearBackend(LinearPath path, bool pdl = false, LinearItems items = LinearItems::automatic,
+                             bool tuned = true)
+      : path_(path), pdl_(pdl), items_(items), tuned_(tuned) {}
   std::string name() const override {
+    if (!tuned_) return "kbit_linear_untuned";
     if (items_ == LinearItems::wgmma) return "kbit_wgmma";
     if (items_ == LinearItems::wgmma_tile) return "kbit_wgmma_tile";
     if (items_ == LinearItems::wgmma_stream) return "kbit_wgmma_stream";
@@ -165,6 +167,7 @@ class KbitLinearBackend : public Backend {
     opts_.path = path_;
     opts_.pdl = pdl_;
     opts_.items = items_;
+    opts_.tuned = tuned_;
     m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
     plan_ = plan_linear(m_, n_, k_, in.c.bits, opts_);
   }
@@ -180,6 +183,7 @@ class KbitLinearBackend : public Backend {
   LinearPath path_;
   bool pdl_ = false;
   LinearItems items_ = LinearItems::automatic;
+  bool tuned_ = true;
   std::vector<QuantizedMatrix> q_;
   std::unique_ptr<LinearWorkspace> ws_;
   LinearOptions opts_;
@@ -191,6 +195,8 @@ class KbitLinearBackend : public Backend {
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "kbit_linear") return std::make_unique<KbitLinearBackend>(LinearPath::automatic);
   if (name == "kbit_linear_pdl") return std::make_unique<KbitLinearBackend>(LinearPath::automatic, true);
+  if (name == "kbit_linear_untuned")
+    return std::make_unique<KbitLinearBackend>(LinearPath::automatic, false, LinearItems::automatic, false);
   if (name == "kbit_skinny") return std::make_unique<SkinnyBackend>();
   if (name == "kbit_skinny_pdl") return std::make_unique<SkinnyBackend>(true);
   if (name == "kbit_fused_mma") return std::make_unique<KbitLinearBackend>(LinearPath::fused_mma);
@@ -256,7 +262,7 @@ void validate(Row& row, const Backend& b, const CaseInputs& in, const std::vecto
 }  // namespace
 
 std::vector<std::string> backend_names() {
-  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_gemv", "kbit_fused_mma", "kbit_wgmma",
+  return {"cublas_bf16", "cublas_fp16", "kbit_linear", "kbit_linear_pdl", "kbit_linear_untuned", "kbit_gemv", "kbit_fused_mma", "kbit_wgmma",
           "kbit_wgmma_tile", "kbit_wgmma_stream", "kbit_dequant_cublas", "kbit_skinny", "kbit_skinny_pdl", "fixture_wrong"};
 }
 

@@ -235,7 +235,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   KBIT_REQUIRE(m > 0 && n > 0 && k > 0, "linear: sizes must be positive, got M=", m, " N=", n, " K=", k);
   LinearPlan p;
   p.source = "heuristic";
-  const detail::LinearConfig* c = detail::find_linear_config(bits, n, k, m, o.pdl);
+  const detail::LinearConfig* c = o.tuned ? detail::find_linear_config(bits, n, k, m, o.pdl) : nullptr;
   if (c) p.source = "table";
   // A tuned entry decides; otherwise M <= 4 takes the CUDA-core GEMV where it was
   // measured faster, unless the caller overrides the fused kernel's shape.

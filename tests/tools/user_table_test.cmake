@@ -24,13 +24,17 @@ endif()
 
 file(WRITE ${WORK}/table.json "{\"entries\": [{\"device\": \"${device}\", \"bits\": 4, \"n\": 384, \"k\": 256, \"m\": 4, \"path\": \"dequant_cublas\"}]}")
 set(ENV{KBIT_LINEAR_CONFIGS} ${WORK}/table.json)
-execute_process(COMMAND ${KBIT} bench --shapes ${WORK}/toy.json --m 4 --bits 4 --backend kbit_linear --repeats 3
-                        --settle-ms 0 --no-routed-moe --json ${WORK}/tuned.jsonl
+execute_process(COMMAND ${KBIT} bench --shapes ${WORK}/toy.json --m 4 --bits 4 --backend kbit_linear,kbit_linear_untuned
+                        --repeats 3 --settle-ms 0 --no-routed-moe --json ${WORK}/tuned.jsonl
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 file(READ ${WORK}/tuned.jsonl tuned)
-if(NOT rc EQUAL 0 OR NOT tuned MATCHES "\"config\":\"dequant_cublas \\(table\\)\"" OR NOT out MATCHES "KBIT_LINEAR_CONFIGS="
-   OR NOT tuned MATCHES "\"valid\":true")
+if(NOT rc EQUAL 0 OR NOT tuned MATCHES "\"backend\":\"kbit_linear\",\"config\":\"dequant_cublas \\(table\\)\""
+   OR NOT out MATCHES "KBIT_LINEAR_CONFIGS=" OR NOT tuned MATCHES "\"valid\":true")
   message(FATAL_ERROR "the user's table was not used (${rc}):\n${out}\n${err}\n${tuned}")
+endif()
+# kbit_linear_untuned passes over every table.
+if(NOT tuned MATCHES "\"backend\":\"kbit_linear_untuned\",\"config\":\"fused_mma [^\"]*\\(heuristic\\)\"")
+  message(FATAL_ERROR "kbit_linear_untuned took a table's plan:\n${tuned}")
 endif()
 
 # A table that cannot be read fails the plan with an error naming it.
