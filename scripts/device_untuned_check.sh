@@ -4,7 +4,8 @@
 #   tests: every GPU test (gpu_cli.user_tuned_table and GpuMoeForward.LayerFromAQuantizedCheckpoint are
 #          new and have not run on a GPU yet), memcheck of the new MoE test;
 #   bench: the refit untuned plans against the tuned ones and cuBLAS on every dense shape at M = 5, 8, 12,
-#          16, k = 2..5 (kbit_linear_untuned against kbit_linear: the untuned plans should be within a few
+#          16, 48, 64, 96, 128 (M = 48..128: the tile kernel for small W on Hopper, new),
+#          k = 2..5 (kbit_linear_untuned against kbit_linear: the untuned plans should be within a few
 #          percent by geomean, bench/analysis/untuned_plans.py predicts 1.01x at M = 8..16).
 export KBIT_COMMIT=$2
 case $1 in
@@ -12,8 +13,8 @@ case $1 in
     KBIT_STEPS="ctest memcheck:GpuMoeForward.LayerFromAQuantizedCheckpoint" KBIT_SANITIZER_TIMEOUT=120 \
       bash scripts/device_quick.sh > /dev/null ;;
   bench)
-    KBIT_STEPS="model_bench" KBIT_BENCH_TIMEOUT=420 \
-      KBIT_BENCH_ARGS="--m 5,8,12,16 --bits 2,3,4,5 --backend cublas_bf16,kbit_linear,kbit_linear_untuned --no-routed-moe --settle-ms 100 --repeats 9" \
+    KBIT_STEPS="model_bench" KBIT_BENCH_TIMEOUT=540 \
+      KBIT_BENCH_ARGS="--m 5,8,12,16,48,64,96,128 --bits 2,3,4,5 --backend cublas_bf16,kbit_linear,kbit_linear_untuned --no-routed-moe --settle-ms 100 --repeats 9" \
       bash scripts/device_quick.sh > /dev/null ;;
   *) echo "usage: $0 tests|bench COMMIT"; exit 2 ;;
 esac

@@ -242,9 +242,13 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const bool fused_overrides = o.n_tiles || o.warps || o.splits || o.items != LinearItems::automatic;
   const bool gemv = detail::gemv_supports(m, k, bits);
   const bool large = n * k >= detail::kStripesMinWeights;
-  const bool tile = !c && large && m > detail::kLargeFusedMaxM && m <= detail::kTileMaxM &&
-                    ceil_div(n, 128) * ceil_div(m, 128) * 4 >= current_sm_count() && cuda::device_available() &&
-                    cuda::detail::device_has_wgmma();
+  const bool hopper = cuda::device_available() && cuda::detail::device_has_wgmma();
+  const bool tile = !c && hopper &&
+                    (large ? m > detail::kLargeFusedMaxM && m <= detail::kTileMaxM &&
+                                 ceil_div(n, 128) * ceil_div(m, 128) * 4 >= current_sm_count()
+                           : m > detail::kDefaultFusedMaxM && m <= detail::kSmallTileMaxM &&
+                                 n >= detail::kSmallTileMinN &&
+                                 k >= (m <= detail::kLargeFusedMaxM ? detail::kSmallTileMinK64 : detail::kSmallTileMinK128));
   p.path = o.path != LinearPath::automatic ? o.path
            : c && (c->path != LinearPath::gemv || gemv) ? c->path
            : !fused_overrides && detail::gemv_preferred(m, n, k, bits) ? LinearPath::gemv

@@ -38,6 +38,17 @@ inline constexpr int64_t kLargeFusedMaxM = 64;
 // q 44.8-53.4 us against 47.2-58.2, o 45.9-53.8 against 63.7-78.4, kv 18.2-20.3 against
 // 46.0-63.8, shared_gu 78.2-99.8 against 95.5-114.7 (bench/results/h200-stream-k-ab-m32-128-session37.txt).
 inline constexpr int64_t kTileMaxM = 256;
+// Untuned small W on Hopper: the tile kernel (wgmma_stream items: 64-token tiles to M = 64, 128 above)
+// at M = 33..kSmallTileMaxM where N >= kSmallTileMinN and K >= kSmallTileMinK64 (M <= 64) or
+// kSmallTileMinK128, else dequantize + cuBLAS. These follow what kbit tune chose on the H200 (tuned
+// table; it times dequantize + cuBLAS against the tile kernels from M = 32): at M = 64, 26 of the 28
+// small-W cases with N >= 2048 and K >= 1536 took wgmma_stream (2048 x 2048 at k = 4, 5 took the
+// fused kernel), none took dequantize + cuBLAS; at M = 128, 14 of the 16 with K >= 3584 took
+// wgmma_stream, and 22 of the 24 with K <= 2048 dequantize + cuBLAS. The margins are not in the table.
+inline constexpr int64_t kSmallTileMaxM = 128;
+inline constexpr int64_t kSmallTileMinN = 2048;
+inline constexpr int64_t kSmallTileMinK64 = 1536;
+inline constexpr int64_t kSmallTileMinK128 = 3584;
 // Untuned small W at k >= 3: cta_shuffle items (no pair table) where K has at most this many
 // 128-column supertiles and the 16-row stripes are no more than the SMs (one CTA's work each:
 // the table's build is then on the critical path). kbit tune on the H200 (2026-12-01, best
