@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The sixty-first session's device checks, in two calls of the device tool (the build of the first
 # stays on the machine for the second). Usage: bash scripts/device_untuned_check.sh tests|bench COMMIT
-#   tests: every GPU test (gpu_cli.user_tuned_table and GpuMoeForward.LayerFromAQuantizedCheckpoint are
-#          new and have not run on a GPU yet), memcheck of the new MoE test;
+#   tests: every GPU test (gpu_cli.user_tuned_table, GpuMoeForward.LayerFromAQuantizedCheckpoint and
+#          GpuLinear.UntunedPlansOnUnseenShapes are new and have not run on a GPU yet), memcheck of the
+#          new MoE test;
 #   bench: the refit untuned plans against the tuned ones and cuBLAS on every dense shape at M = 5, 8, 12,
 #          16, 48, 64, 96, 128 (M = 48..128: the tile kernel for small W on Hopper, new),
 #          k = 2..5 (kbit_linear_untuned against kbit_linear: the untuned plans should be within a few

@@ -313,6 +313,24 @@ TEST(GpuLinear, ModelShapes) {
   check_shape(5120, 12288, {1, 2}, {2}, false, 406);
 }
 
+// Shapes no table has: the heuristic's plans (sixty-first session's rules, linear_configs.h) through the
+// automatic path. Small W: cta_shuffle at M = 5 (k = 5) and M = 12, the tile kernel at M = 40 and 100 on
+// Hopper (N >= 2048, K >= 3584; K = 3600 ends in a partial supertile); large W (34.6 M weights): the GEMV
+// at M = 3, stripes items at M = 6.
+TEST(GpuLinear, UntunedPlansOnUnseenShapes) {
+  KBIT_SKIP_WITHOUT_GPU();
+  EXPECT_EQ(plan_linear(12, 2304, 3600, 3).items, LinearItems::cta_shuffle);
+  EXPECT_EQ(plan_linear(5, 2304, 3600, 5).items, LinearItems::cta_shuffle);
+  if (cuda::detail::device_has_wgmma()) {
+    EXPECT_EQ(plan_linear(40, 2304, 3600, 3).items, LinearItems::wgmma_stream);
+    EXPECT_EQ(plan_linear(100, 2304, 3600, 5).items, LinearItems::wgmma_stream);
+  }
+  EXPECT_EQ(plan_linear(3, 8192, 4224, 4).path, LinearPath::gemv);
+  EXPECT_EQ(plan_linear(6, 8192, 4224, 4).items, LinearItems::stripes);
+  check_shape(2304, 3600, {5, 12, 40, 100}, {3, 5}, false, 410);
+  check_shape(8192, 4224, {3, 6}, {4}, false, 411);
+}
+
 TEST(GpuLinear, WgmmaTileOnModelShapes) {
   KBIT_SKIP_WITHOUT_GPU();
   // The tile kernel where it is meant to run (M from 64 up): glm47 kv, qwen3 q, kimi latent,
