@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "kbit/convert.h"
 #include "kbit/error.h"
@@ -99,6 +100,35 @@ TEST(CheckpointShapes, QuantizedCheckpointGivesTheSameShapes) {
   // No config.json beside it: one expert per token, and the reason says so.
   EXPECT_EQ(quantized.model.find("mlp.experts.down_proj")->active, 1);
   EXPECT_NE(quantized.active_source.find("pass --active"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A Hugging Face folder: shards with an index, the top-k nested in text_config; and its quantized copy.
+TEST(CheckpointShapes, ShardedFolderAndItsQuantizedCopy) {
+  const fs::path dir = test::temp_dir("ckshapes_shards");
+  fs::create_directories(dir / "in");
+  std::vector<Spec> first, second;
+  std::map<std::string, std::string> weight_map;
+  for (const Spec& t : moe_model()) {
+    const bool late = t.name.find("layers.2.") != std::string::npos;
+    (late ? second : first).push_back(t);
+    weight_map[t.name] = late ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
+  }
+  write_checkpoint(dir / "in" / "model-00001-of-00002.safetensors", first);
+  write_checkpoint(dir / "in" / "model-00002-of-00002.safetensors", second, 100);
+  io::write_index((dir / "in").string(), weight_map, 0);
+  std::ofstream(dir / "in" / "config.json") << R"({"text_config": {"num_experts_per_tok": 3, "hidden_size": 32}})";
+  const CheckpointShapes plain = checkpoint_shapes((dir / "in").string());
+  EXPECT_EQ(plain.model.key, "in");
+  EXPECT_EQ(plain.layers, 3);
+  EXPECT_EQ(plain.model.find("mlp.experts.gate_up_proj")->active, 3);
+  EXPECT_EQ(plain.active_source, "from config.json (num_experts_per_tok)");
+  ConvertOptions o;
+  o.device = DevicePolicy::cpu;
+  convert_checkpoint((dir / "in").string(), (dir / "q").string(), o);  // copies config.json
+  const CheckpointShapes quantized = checkpoint_shapes((dir / "q").string());
+  EXPECT_EQ(quantized.model.projections, plain.model.projections);
+  EXPECT_EQ(quantized.weights, plain.weights);
   fs::remove_all(dir);
 }
 
