@@ -244,8 +244,8 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const bool large = n * k >= detail::kStripesMinWeights;
   const bool hopper = cuda::device_available() && cuda::detail::device_has_wgmma();
   const bool tile = !c && hopper &&
-                    (large ? m > detail::kLargeFusedMaxM && m <= detail::kTileMaxM &&
-                                 ceil_div(n, 128) * ceil_div(m, 128) * 4 >= current_sm_count()
+                    (large ? m > detail::kDefaultFusedMaxM && m <= detail::kTileMaxM &&
+                                 (m <= detail::kStreamKMaxM || ceil_div(n, 128) * ceil_div(m, 128) * 4 >= current_sm_count())
                            : m > detail::kDefaultFusedMaxM && m <= detail::kSmallTileMaxM &&
                                  n >= detail::kSmallTileMinN &&
                                  k >= (m <= detail::kLargeFusedMaxM ? detail::kSmallTileMinK64 : detail::kSmallTileMinK128));
@@ -288,7 +288,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
                         (supertiles <= detail::kShuffleMaxSupertiles && stripes <= sms));
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
-            : tile && !fused_overrides         ? (m <= 128 ? LinearItems::wgmma_stream : LinearItems::wgmma_tile)
+            : tile && !fused_overrides         ? (m <= detail::kStreamKMaxM ? LinearItems::wgmma_stream : LinearItems::wgmma_tile)
             : large                            ? LinearItems::stripes
             : shuffle                          ? LinearItems::cta_shuffle
                                                : LinearItems::cta;
@@ -308,7 +308,10 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // shape 12-14% faster at M = 64 by geomean, forty-ninth session), unless the caller says.
   const bool stream_k = p.items == LinearItems::wgmma_stream;
   const bool untabled_tile = (p.items == LinearItems::wgmma_tile || stream_k) && !(c && c->items == p.items);
-  if (untabled_tile && !o.n_tiles) p.n_tiles = m <= 64 ? 8 : m <= 128 || stream_k ? 16 : 32;
+  if (untabled_tile && !o.n_tiles)
+    p.n_tiles = m <= 64 || (m <= detail::kStreamKMaxM && n <= detail::kStreamKNarrowMaxN) ? 8
+                : m <= detail::kStreamKMaxM || stream_k                                 ? 16
+                                                                                        : 32;
   // 16 warps: the warp-specialised 64/128-token stream-K kernel (8 decode warps, 8 MMA warps).
   const bool sixteen_warps_run = stream_k && p.n_tiles <= 16;
   if (untabled_tile && !o.warps) p.warps = sixteen_warps_run ? 16 : 8;

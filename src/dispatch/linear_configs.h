@@ -46,6 +46,16 @@ inline constexpr int64_t kTileMaxM = 256;
 // fused kernel), none took dequantize + cuBLAS; at M = 128, 14 of the 16 with K >= 3584 took
 // wgmma_stream, and 22 of the 24 with K <= 2048 dequantize + cuBLAS. The margins are not in the table.
 inline constexpr int64_t kSmallTileMaxM = 128;
+// Untuned tile kernels up to this M run stream-K (wgmma_stream), above it whole tiles. Large W on Hopper
+// takes them from M = 33 (kDefaultFusedMaxM): measured on the H200 (2026-12-05, sixty-first session,
+// kbit_linear_untuned against kbit_linear, bench/results/h200-untuned-vs-tuned-m48-128-session61.jsonl),
+// the fused kernel's stripes items that the untuned plan ran at M = 48 and 64 were 1.19-1.82x slower than
+// the tuned wgmma_stream plans on all 16 large-W rows (glm47 q, k = 3, M = 64: 1.82x). Stream-K does not
+// need the tiles to fill the SMs. Its untuned tiles are 64 tokens up to M = 64, and up to
+// kStreamKMaxM where N <= kStreamKNarrowMaxN (Qwen3 o, 2048 x 4096, M = 96 / 128: 128-token tiles
+// 1.18-1.22x slower than the tuned 64-token ones; the H200 table takes 64 for N = 2048 there), else 128.
+inline constexpr int64_t kStreamKMaxM = 128;
+inline constexpr int64_t kStreamKNarrowMaxN = 2048;
 inline constexpr int64_t kSmallTileMinN = 2048;
 inline constexpr int64_t kSmallTileMinK64 = 1536;
 inline constexpr int64_t kSmallTileMinK128 = 3584;
