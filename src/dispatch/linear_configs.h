@@ -47,13 +47,15 @@ inline constexpr int64_t kTileMaxM = 256;
 // wgmma_stream, and 22 of the 24 with K <= 2048 dequantize + cuBLAS. The margins are not in the table.
 inline constexpr int64_t kSmallTileMaxM = 128;
 // Untuned tile kernels up to this M run stream-K (wgmma_stream), above it whole tiles. Large W on Hopper
-// takes them from M = 33 (kDefaultFusedMaxM): measured on the H200 (2026-12-05, sixty-first session,
-// kbit_linear_untuned against kbit_linear, bench/results/h200-untuned-vs-tuned-m48-128-session61.jsonl),
-// the fused kernel's stripes items that the untuned plan ran at M = 48 and 64 were 1.19-1.82x slower than
+// takes them from M = 33 (kDefaultFusedMaxM). Measured on the H200 (2026-12-05, sixty-first session,
+// kbit_linear_untuned against kbit_linear, bench/results/h200-untuned-vs-tuned-m48-128-session61.*): the
+// fused kernel's stripes items that the untuned plan ran before at M = 48 and 64 were 1.19-1.82x slower than
 // the tuned wgmma_stream plans on all 16 large-W rows (glm47 q, k = 3, M = 64: 1.82x). Stream-K does not
 // need the tiles to fill the SMs. Its untuned tiles are 64 tokens up to M = 64, and up to
 // kStreamKMaxM where N <= kStreamKNarrowMaxN (Qwen3 o, 2048 x 4096, M = 96 / 128: 128-token tiles
 // 1.18-1.22x slower than the tuned 64-token ones; the H200 table takes 64 for N = 2048 there), else 128.
+// With these rules the untuned plans at M = 33, 48, 64, 96, 128 ran 1.001-1.008x the tuned ones by
+// geomean, worst 1.11x (h200-untuned-vs-tuned-m33-128-af3ca01-session61.*).
 inline constexpr int64_t kStreamKMaxM = 128;
 inline constexpr int64_t kStreamKNarrowMaxN = 2048;
 inline constexpr int64_t kSmallTileMinN = 2048;
@@ -84,7 +86,8 @@ inline constexpr int64_t kShuffleMaxSupertiles = 16;
 // M = 9..16 (204 cases, up to 1.72x: glm47 moe_gu k = 5 M = 16, cta items at n_tiles 1, 19.0
 // against 11.7 us; 12 more cases were plans the tune never timed, glm47 q with 5 splits) and 1.058x
 // at M = 8 (18 cases, up to 1.22x); with these rules and linear.cpp's kStripesItemCost 1.008x (216
-// cases, up to 1.09x) and 1.007x (up to 1.06x). Not yet timed as plans of kbit::linear on a GPU.
+// cases, up to 1.09x) and 1.007x (up to 1.06x). Timed on the H200 as plans (kbit_linear_untuned against
+// kbit_linear, h200-untuned-vs-tuned-m8-12-16-session61.*): 1.006x by geomean at M = 8, 12, 16 (216 rows, worst 1.10x).
 inline constexpr int64_t kSmallHalfTileMaxN = 1024;
 inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 
