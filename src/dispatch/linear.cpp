@@ -274,9 +274,12 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const bool small = !c && !large;
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), sms = current_sm_count();
   const bool two_tile_decode = m > 8 && m <= 16;
+  // Small W at M = 17..32: stripes items of two token tiles, split by the stripes cost (linear_configs.h).
+  const bool small_stripes = small && m > 16 && m <= detail::kDefaultFusedMaxM;
   p.n_tiles = o.n_tiles ? o.n_tiles
               : c       ? c->n_tiles
               : small && two_tile_decode && n <= detail::kSmallHalfTileMaxN ? 1
+              : small_stripes                                               ? 2
                                                                                : default_n_tiles(m);
   p.warps = o.warps ? o.warps
             : c     ? c->warps
@@ -289,7 +292,7 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
             : tile && !fused_overrides         ? (m <= detail::kStreamKMaxM ? LinearItems::wgmma_stream : LinearItems::wgmma_tile)
-            : large                            ? LinearItems::stripes
+            : large || small_stripes           ? LinearItems::stripes
             : shuffle                          ? LinearItems::cta_shuffle
                                                : LinearItems::cta;
   // wgmma items not from a wgmma table entry (forced over a table entry of another item

@@ -88,6 +88,12 @@ inline constexpr int64_t kShuffleMaxSupertiles = 16;
 // at M = 8 (18 cases, up to 1.22x); with these rules and linear.cpp's kStripesItemCost 1.008x (216
 // cases, up to 1.09x) and 1.007x (up to 1.06x). Timed on the H200 as plans (kbit_linear_untuned against
 // kbit_linear, h200-untuned-vs-tuned-m8-12-16-session61.*): 1.006x by geomean at M = 8, 12, 16 (216 rows, worst 1.10x).
+// Small W at M = 17..32 (linear.cpp, small_stripes): stripes items of two token tiles, split by the stripes
+// cost. Timed on the H200 (kbit_linear_untuned against kbit_linear, 56 small-W rows per M,
+// bench/results/h200-untuned-vs-tuned-m17-32-session61.*): 1.217x / 1.208x / 1.201x the tuned plans by
+// geomean at M = 17 / 24 / 32 (worst 1.83x), where the earlier cta items at n_tiles 4 took 1.233x / 1.303x /
+// 1.387x (worst 2.50x). Still the weakest untuned range: the worst rows are Qwen3's K = 512 and 2048 shapes
+// at k = 5, tuned to cta_shuffle items without a split where these stripes take 4-8 splits.
 inline constexpr int64_t kSmallHalfTileMaxN = 1024;
 inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 

@@ -77,7 +77,9 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(1, 4096, 4096, 4, f).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(1, 4096, 4096, 4, f).n_tiles, 1);
   EXPECT_EQ(plan_linear(16, 4096, 4096, 4).n_tiles, 2);
-  EXPECT_EQ(plan_linear(32, 4096, 4096, 4).n_tiles, 4);
+  EXPECT_EQ(plan_linear(32, 4096, 4096, 4).n_tiles, 2);  // small W at M = 17..32: stripes of two token tiles
+  EXPECT_EQ(plan_linear(32, 4096, 4096, 4).items, LinearItems::stripes);
+  EXPECT_EQ(plan_linear(32, 12288, 5120, 4).n_tiles, 4);
   EXPECT_EQ(plan_linear(32, 4096, 4096, 4).path, LinearPath::fused_mma);
   EXPECT_EQ(plan_linear(64, 4096, 4096, 4).path, LinearPath::dequant_cublas);
   EXPECT_EQ(plan_linear(4096, 4096, 4096, 4).path, LinearPath::dequant_cublas);
@@ -226,7 +228,7 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(16, 4000, 2000, 4).n_tiles, 2);
   EXPECT_EQ(plan_linear(12, 2048, 5120, 4).n_tiles, 2);  // glm47 kv: two tiles from M = 9
   EXPECT_EQ(plan_linear(16, 1024, 2000, 4).n_tiles, 1);
-  EXPECT_EQ(plan_linear(32, 1000, 2000, 4).n_tiles, 4);
+  EXPECT_EQ(plan_linear(32, 1000, 2000, 4).n_tiles, 2);
   EXPECT_EQ(plan_linear(16, 7168, 3584, 4).warps, 4);    // 448 stripes (Kimi)
   EXPECT_EQ(plan_linear(16, 7168, 3584, 4).items, LinearItems::cta_shuffle);
   EXPECT_EQ(plan_linear(16, 7168, 3584, 2).items, LinearItems::cta);
