@@ -95,7 +95,8 @@ struct CheckpointShapes {
   int layers = 0;              // distinct layer indices seen
   int64_t weights = 0;         // tensors behind the projections (every layer, every expert)
   int64_t skipped = 0;         // layer tensors named like weights but not 2-D floats (e.g. 3-D stacked experts)
-  std::string active_source;   // where `active` came from: "config.json (num_experts_per_tok)", "--active", ...
+  std::string active_source;   // where `active` came from ("from config.json (num_experts_per_tok)", "from --active",
+                               // "1, by default (...)"); empty without experts
 };
 CheckpointShapes checkpoint_shapes(const std::string& path, const CheckpointShapesOptions& options = {});
 

@@ -237,21 +237,19 @@ std::vector<std::string> gate_up_names(const std::vector<std::string>& gate, con
   return names;
 }
 
-// Every named weight's shape is [rows, cols].
-void require_shapes(const Checkpoint& ck, const std::vector<std::string>& names, int64_t rows, int64_t cols) {
-  for (const std::string& name : names) {
-    const auto [file, info] = ck.find(name + kPacked);
-    KBIT_REQUIRE(file, "no quantized weight named '", name, "' in the checkpoint");
-    const QuantizedShape s = quantized_shape(*file, name);
-    KBIT_REQUIRE(s.rows == rows && s.cols == cols, name, " is [", s.rows, ", ", s.cols, "], expected [", rows, ", ",
-                 cols, "] like the layer's first");
-  }
-}
-
 QuantizedShape shape_of(const Checkpoint& ck, const std::string& name) {
   const auto [file, info] = ck.find(name + kPacked);
   KBIT_REQUIRE(file, "no quantized weight named '", name, "' in the checkpoint");
   return quantized_shape(*file, name);
+}
+
+// Every named weight's shape is [rows, cols].
+void require_shapes(const Checkpoint& ck, const std::vector<std::string>& names, int64_t rows, int64_t cols) {
+  for (const std::string& name : names) {
+    const QuantizedShape s = shape_of(ck, name);
+    KBIT_REQUIRE(s.rows == rows && s.cols == cols, name, " is [", s.rows, ", ", s.cols, "], expected [", rows, ", ",
+                 cols, "] like the layer's first");
+  }
 }
 
 }  // namespace

@@ -155,9 +155,7 @@ void add_bench_command(CLI::App& app) {
   bench->add_option("--model", o->models, "glm47, qwen3_coder_next, kimi_k3_latent or all (with --shapes: its models' keys)")
       ->delimiter(',')->capture_default_str();
   auto shapes_path = std::make_shared<std::string>();
-  bench->add_option("--shapes", *shapes_path,
-                    "time these shapes instead of data/shapes.json's: a shape set in its schema (JSON, see `kbit shapes`) "
-                    "or a checkpoint, file or folder, whose layer projections are read");
+  add_shapes_option(bench, *shapes_path);
   bench->add_option("--m", o->ms, "tokens per call")->delimiter(',')->capture_default_str();
   bench->add_option("--bits", o->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
   bench->add_option("--backend", o->backends, "backends (default: cublas_bf16, cublas_fp16, kbit_linear): also kbit_linear_pdl (every call "
@@ -205,9 +203,10 @@ void add_bench_command(CLI::App& app) {
   CLI::Option* moe_model = mcmd->add_option("--model", moe->model, "glm47 or qwen3_coder_next (with --shapes: one of its models' keys; default its first)")
                                ->capture_default_str();
   auto moe_shapes = std::make_shared<std::string>();
-  mcmd->add_option("--shapes", *moe_shapes,
-                   "a shape set (JSON, see `kbit shapes`) or a checkpoint instead of data/shapes.json; moe_forward rows need "
-                   "projections named moe_gu (gate and up stacked) and moe_dn");
+  add_shapes_option(mcmd, *moe_shapes)
+      ->description(shapes_option_help + "; the moe_forward rows need gate+up stacked (moe_gu or "
+                                         "experts.gate_up_proj, as kbit shapes lists a checkpoint's) and down (moe_dn or "
+                                         "experts.down_proj)");
   mcmd->add_option("--tokens", moe->tokens, "tokens per call")->delimiter(',')->capture_default_str();
   mcmd->add_option("--bits", moe->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
   mcmd->add_option("--repeats", moe->repeats, "timed samples per row")->capture_default_str();

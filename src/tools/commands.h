@@ -23,6 +23,10 @@ void add_plan_command(CLI::App& app);
 // The models of --shapes PATH: a shape set in data/shapes.json's schema, or a checkpoint (a
 // .safetensors file or a folder), whose projections kbit::checkpoint_shapes lists (printed to stderr).
 std::vector<ModelShapes> read_shape_set(const std::string& path);
+// The --shapes option of bench, bench moe, tune and plan (read it with read_shape_set), with
+// shapes_option_help as its description.
+extern const std::string shapes_option_help;
+CLI::Option* add_shapes_option(CLI::App* cmd, std::string& path);
 
 // A timing command's --settle-ms (untimed replays before each row's samples, bench/timing.h) and
 // --no-record-clocks (bench/clock_monitor.h).

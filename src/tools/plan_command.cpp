@@ -22,7 +22,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--model", a->models, "glm47, qwen3_coder_next, kimi_k3_latent or all (with --shapes: its models' keys)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--shapes", a->shapes, "a shape set (JSON, see `kbit shapes`) or a checkpoint instead of data/shapes.json");
+  add_shapes_option(cmd, a->shapes);
   cmd->add_option("--m", a->ms, "tokens per call")->delimiter(',')->capture_default_str();
   cmd->add_option("--bits", a->bits, "bit widths")->delimiter(',')->capture_default_str();
   cmd->callback([a] {

@@ -2,10 +2,10 @@
 // kbit bench / kbit tune, which takes such a set (or a checkpoint) in place of data/shapes.json.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "commands.h"
+#include "core/text_file.h"
 #include "kbit/convert.h"
 #include "kbit/error.h"
 
@@ -29,6 +29,14 @@ void print_checkpoint_shapes(const CheckpointShapes& s, std::FILE* to) {
 }
 
 }  // namespace
+
+const std::string shapes_option_help =
+    "these shapes instead of data/shapes.json's: a shape set in its schema (JSON, see `kbit shapes`) or a "
+    "checkpoint, file or folder, whose layer projections are read";
+
+CLI::Option* add_shapes_option(CLI::App* cmd, std::string& path) {
+  return cmd->add_option("--shapes", path, shapes_option_help);
+}
 
 std::vector<ModelShapes> read_shape_set(const std::string& path) {
   if (!names_a_checkpoint(path)) return load_model_shapes(path);
@@ -59,14 +67,7 @@ void add_shapes_command(CLI::App& app) {
       return;
     }
     print_checkpoint_shapes(s, stdout);
-    const std::string tmp = a->out + ".partial";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      KBIT_REQUIRE(out.good(), "cannot write ", tmp);
-      out << json;
-      KBIT_REQUIRE(out.good(), "writing ", tmp, " failed");
-    }
-    KBIT_REQUIRE(std::rename(tmp.c_str(), a->out.c_str()) == 0, "cannot replace ", a->out);
+    detail::write_text_file(a->out, json);
     std::printf("shape set written to %s\n", a->out.c_str());
   });
 }

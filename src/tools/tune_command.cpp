@@ -11,6 +11,7 @@
 #include "bench/linear_tune.h"
 #include "bench/skinny_bench.h"
 #include "commands.h"
+#include "core/text_file.h"
 #include "kbit/error.h"
 
 namespace kbit::tools {
@@ -95,9 +96,7 @@ void add_tune_skinny(CLI::App* tune) {
     }
     if (!a->table_out.empty()) {
       const auto merged = bench::merge_linear_configs(read_table(a->table_out), bench::best_skinny_configs(rows));
-      std::ofstream out(a->table_out);
-      KBIT_REQUIRE(out.good(), "cannot write ", a->table_out);
-      out << detail::linear_configs_to_json(merged);
+      detail::write_text_file(a->table_out, detail::linear_configs_to_json(merged));
       std::printf("%zu entries written to %s\n", merged.size(), a->table_out.c_str());
     }
   });
@@ -117,10 +116,8 @@ void add_tune_command(CLI::App& app) {
                                          "glm47, qwen3_coder_next, kimi_k3_latent or all (with --shapes: its models' keys; default all of them)")
                            ->delimiter(',')
                            ->capture_default_str();
-  tune->add_option("--shapes", a->shapes,
-                   "tune these shapes instead of data/shapes.json's: a shape set in its schema (JSON, see `kbit shapes`) or "
-                   "a checkpoint, file or folder, whose layer projections are read; then --out your own table and "
-                   "point $KBIT_LINEAR_CONFIGS at it (no rebuild)");
+  add_shapes_option(tune, a->shapes)
+      ->description(shapes_option_help + "; then --out your own table and point $KBIT_LINEAR_CONFIGS at it (no rebuild)");
   tune->add_option("--projection", a->o.projections, "only these projections of the models (e.g. kv,moe_dn)")
       ->delimiter(',');
   tune->add_option("--m", a->o.ms, "tokens per call")->delimiter(',')->capture_default_str();
@@ -157,14 +154,7 @@ void add_tune_command(CLI::App& app) {
     std::vector<detail::LinearConfig> so_far;
     auto write_table = [&](const std::vector<detail::LinearConfig>& tuned) {
       const auto merged = bench::merge_linear_configs(table, tuned);
-      const std::string tmp = a->out + ".partial";
-      {
-        std::ofstream out(tmp);
-        KBIT_REQUIRE(out.good(), "cannot write ", tmp);
-        out << detail::linear_configs_to_json(merged);
-        KBIT_REQUIRE(out.good(), "writing ", tmp, " failed");
-      }
-      KBIT_REQUIRE(std::rename(tmp.c_str(), a->out.c_str()) == 0, "cannot replace ", a->out);
+      detail::write_text_file(a->out, detail::linear_configs_to_json(merged));
       return merged.size();
     };
     size_t entries = table.size();
