@@ -216,6 +216,21 @@ constexpr detail::EnumNames<LinearItems, 8> kItemNames{
     {{{LinearItems::automatic, "auto"}, {LinearItems::cta, "cta"}, {LinearItems::warp, "warp"},
       {LinearItems::stripes, "stripes"}, {LinearItems::wgmma, "wgmma"}, {LinearItems::cta_shuffle, "cta_shuffle"},
       {LinearItems::wgmma_tile, "wgmma_tile"}, {LinearItems::wgmma_stream, "wgmma_stream"}}}};
+// Untuned small W at M = 17..32, stripes items: the fewest splits (none left empty) that bring the CTA
+// items (warps stripes x one token tile each) to kSmallStripesMinItemsPerSm x the SMs, keeping at least
+// kSmallStripesMinSupertilesPerSplit supertiles per split (linear_configs.h).
+int small_stripes_splits(int64_t stripes, int64_t supertiles, int64_t tiles, int warps, int64_t sms) {
+  const int64_t items = ceil_div(stripes, warps) * tiles;
+  int best = 1;
+  for (int64_t s = 2; s <= supertiles; ++s) {
+    const int64_t per = ceil_div(supertiles, s);
+    if (per < detail::kSmallStripesMinSupertilesPerSplit) break;
+    if (ceil_div(supertiles, per) != s) continue;  // a split would be empty
+    if (double(items * best) >= detail::kSmallStripesMinItemsPerSm * double(sms)) break;
+    best = int(s);
+  }
+  return best;
+}
 }  // namespace
 
 std::string_view linear_path_name(LinearPath p) { return kPathNames.name(p); }
@@ -274,20 +289,29 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const bool small = !c && !large;
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), sms = current_sm_count();
   const bool two_tile_decode = m > 8 && m <= 16;
-  // Small W at M = 17..32: stripes items of two token tiles, split by the stripes cost (linear_configs.h).
-  const bool small_stripes = small && m > 16 && m <= detail::kDefaultFusedMaxM;
+  // Small W at M = 17..32 (linear_configs.h, kSmallStripesMinSupertilesPerSplit): k = 5 with no more
+  // stripes than SMs (and at least kSmallShuffleMinStripes) takes cta_shuffle items without a split; the
+  // rest stripes items, of one 32-token tile and 8 warps past twice the SMs in stripes, else two token
+  // tiles and 4 warps up to kShuffleMaxSupertiles of K (8 above), split to about one CTA item per SM
+  // (small_stripes_splits).
+  const bool small_m32 = small && m > 16 && m <= detail::kDefaultFusedMaxM;
+  const bool small_m32_shuffle = small_m32 && bits == 5 && stripes <= sms && stripes >= detail::kSmallShuffleMinStripes;
+  const bool small_stripes = small_m32 && !small_m32_shuffle;
+  const bool many_stripes = stripes > 2 * sms;
   p.n_tiles = o.n_tiles ? o.n_tiles
               : c       ? c->n_tiles
               : small && two_tile_decode && n <= detail::kSmallHalfTileMaxN ? 1
-              : small_stripes                                               ? 2
+              : small_stripes && many_stripes                               ? 4
+              : small_m32                                                   ? 2
                                                                                : default_n_tiles(m);
   p.warps = o.warps ? o.warps
             : c     ? c->warps
             : large ? (supertiles >= detail::kLargeEightWarpsMinSupertiles ? 8 : 4)
+            : small_stripes ? (many_stripes || supertiles > detail::kShuffleMaxSupertiles ? 8 : 4)
             : stripes > 2 * sms || supertiles < 8 ? 4
                                                   : 8;
   const bool shuffle = small && bits >= 3 && p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles &&
-                       (two_tile_decode || (m > 4 && m <= 8 && bits == 5) ||
+                       (two_tile_decode || (m > 4 && m <= 8 && bits == 5) || small_m32_shuffle ||
                         (supertiles <= detail::kShuffleMaxSupertiles && stripes <= sms));
   p.items = o.items != LinearItems::automatic ? o.items
             : c                                ? c->items
@@ -339,8 +363,11 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
                p.n_tiles);
   KBIT_REQUIRE(p.items != LinearItems::cta_shuffle || p.n_tiles <= cuda::detail::kCtaShuffleMaxNTiles,
                "linear: cta_shuffle items take n_tiles up to ", cuda::detail::kCtaShuffleMaxNTiles, ", got ", p.n_tiles);
+  const bool small_stripes_plan = small_stripes && p.items == LinearItems::stripes && !fused_overrides;
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
+             : small_stripes_plan ? small_stripes_splits(stripes, supertiles, ceil_div(m, 8 * p.n_tiles), p.warps, sms)
+             : small_m32_shuffle && p.items == LinearItems::cta_shuffle ? 1
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = stream_k ? 1 : detail::normalize_splits(p.splits, k, m, p.n_tiles);  // stream-K cuts K itself
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)

@@ -88,13 +88,30 @@ inline constexpr int64_t kShuffleMaxSupertiles = 16;
 // at M = 8 (18 cases, up to 1.22x); with these rules and linear.cpp's kStripesItemCost 1.008x (216
 // cases, up to 1.09x) and 1.007x (up to 1.06x). Timed on the H200 as plans (kbit_linear_untuned against
 // kbit_linear, h200-untuned-vs-tuned-m8-12-16-session61.*): 1.006x by geomean at M = 8, 12, 16 (216 rows, worst 1.10x).
-// Small W at M = 17..32 (linear.cpp, small_stripes): stripes items of two token tiles, split by the stripes
-// cost. Timed on the H200 (kbit_linear_untuned against kbit_linear, 56 small-W rows per M,
+// Small W at M = 17..32, first fit (sixty-first session): stripes items of two token tiles, split by the
+// stripes cost. Timed on the H200 (kbit_linear_untuned against kbit_linear, 56 small-W rows per M,
 // bench/results/h200-untuned-vs-tuned-m17-32-session61.*): 1.217x / 1.208x / 1.201x the tuned plans by
 // geomean at M = 17 / 24 / 32 (worst 1.83x), where the earlier cta items at n_tiles 4 took 1.233x / 1.303x /
-// 1.387x (worst 2.50x). Still the weakest untuned range: the worst rows are Qwen3's K = 512 and 2048 shapes
-// at k = 5, tuned to cta_shuffle items without a split where these stripes take 4-8 splits.
+// 1.387x (worst 2.50x); the worst rows were Qwen3's K = 512 and 2048 shapes at k = 5, tuned to cta_shuffle
+// items without a split where these stripes took 4-8 splits.
 inline constexpr int64_t kSmallHalfTileMaxN = 1024;
+// Small W at M = 17..32, second fit (sixty-second session), to the H200 table's M = 32 entries for the 40
+// small-W cases, where the stripes cost above had chosen 4-8 splits on every Qwen3 shape (2048 x 512 at k = 5:
+// 1.83x the tuned plan's time):
+// - k = 5 with kSmallShuffleMinStripes..SMs stripes: cta_shuffle items without a split (as tuned in all 6
+//   such cases; 512 x 2048 kept stripes items);
+// - otherwise stripes items: one 32-token tile and 8 warps past twice the SMs in stripes (glm47 moe_dn
+//   5120 x 1536, Kimi 7168 x 3584), else two token tiles, 4 warps up to kShuffleMaxSupertiles of K and 8
+//   above; split so that the CTA items (stripes / warps x token tiles x splits) reach
+//   kSmallStripesMinItemsPerSm per SM, with at least kSmallStripesMinSupertilesPerSplit supertiles per split
+//   (512 x 2048: 6 splits; 1024 x 2048: 4; 2048 x 512: none; 2048 x 4096 and 2048 x 5120: 4; 5120 x 1536: 3).
+// Timed on the H200 (2026-12-05, kbit_linear_untuned against kbit_linear, 56 small-W rows per M,
+// bench/results/h200-untuned-vs-tuned-m17-32-session62.*): 1.072x / 1.063x by geomean at M = 17 / 32 (first
+// fit: 1.217x / 1.201x); worst glm47 moe_gu 3072 x 5120 k = 5 (1.51x: tuned to the tile kernel) and Qwen3
+// 2048 x 2048 and 4096 x 2048 (1.34-1.43x: tuned to CTA items of 8 warps without a split).
+inline constexpr int64_t kSmallStripesMinSupertilesPerSplit = 3;
+inline constexpr double kSmallStripesMinItemsPerSm = 0.8;
+inline constexpr int64_t kSmallShuffleMinStripes = 64;
 inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 
 struct LinearConfig {
