@@ -290,23 +290,28 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const int64_t stripes = ceil_div(n, 16), supertiles = ceil_div(k, 128), sms = current_sm_count();
   const bool two_tile_decode = m > 8 && m <= 16;
   // Small W at M = 17..32 (linear_configs.h, kSmallStripesMinSupertilesPerSplit): k = 5 with no more
-  // stripes than SMs (and at least kSmallShuffleMinStripes) takes cta_shuffle items without a split; the
-  // rest stripes items, of one 32-token tile and 8 warps past twice the SMs in stripes, else two token
-  // tiles and 4 warps up to kShuffleMaxSupertiles of K (8 above), split to about one CTA item per SM
+  // stripes than SMs (and at least kSmallShuffleMinStripes) takes cta_shuffle items without a split;
+  // kSmallCtaMinStripes stripes or more over 8..kShuffleMaxSupertiles supertiles CTA items of 8 warps
+  // (cta_shuffle where the shuffle rule below says), one 32-token tile past the SMs in stripes; the rest
+  // stripes items, of one 32-token tile and 8 warps past twice the SMs in stripes, else two token tiles
+  // and 4 warps up to kShuffleMaxSupertiles of K (8 above), split to about one CTA item per SM
   // (small_stripes_splits).
   const bool small_m32 = small && m > 16 && m <= detail::kDefaultFusedMaxM;
   const bool small_m32_shuffle = small_m32 && bits == 5 && stripes <= sms && stripes >= detail::kSmallShuffleMinStripes;
-  const bool small_stripes = small_m32 && !small_m32_shuffle;
+  const bool small_m32_cta = small_m32 && !small_m32_shuffle && stripes >= detail::kSmallCtaMinStripes &&
+                             supertiles >= 8 && supertiles <= detail::kShuffleMaxSupertiles;
+  const bool small_stripes = small_m32 && !small_m32_shuffle && !small_m32_cta;
   const bool many_stripes = stripes > 2 * sms;
   p.n_tiles = o.n_tiles ? o.n_tiles
               : c       ? c->n_tiles
               : small && two_tile_decode && n <= detail::kSmallHalfTileMaxN ? 1
-              : small_stripes && many_stripes                               ? 4
+              : (small_stripes && many_stripes) || (small_m32_cta && stripes > sms) ? 4
               : small_m32                                                   ? 2
                                                                                : default_n_tiles(m);
   p.warps = o.warps ? o.warps
             : c     ? c->warps
             : large ? (supertiles >= detail::kLargeEightWarpsMinSupertiles ? 8 : 4)
+            : small_m32_cta ? 8
             : small_stripes ? (many_stripes || supertiles > detail::kShuffleMaxSupertiles ? 8 : 4)
             : stripes > 2 * sms || supertiles < 8 ? 4
                                                   : 8;

@@ -29,15 +29,20 @@ inline constexpr int64_t kLargeFusedMaxM = 64;
 // number at least a quarter of the SMs, else dequantize + cuBLAS. H200, glm47 at M = 128 (2026-12-01,
 // bench/results/h200-tile-ws-bench-glm47-m128-512-4096-session24.txt): q, o, shared_gu and
 // shared_dn (40-192 tiles) 50-95 us against 82-159 dequantize + cuBLAS; kv and moe_gu (16, 24
-// tiles) 33-36 us against 20-23. Above kTileMaxM the tuned table decides: at M = 512 (H200,
-// 2026-12-01, with the split tail) the 256-token kernel wins glm47 q, o, shared_dn and
-// shared_gu (63-126 M weights; k = 4 q 109 us, o 124, against 133-140 for dequantize +
-// cuBLAS) and loses on every smaller W; at M = 4096 dequantize + cuBLAS wins everywhere.
+// tiles) 33-36 us against 20-23. At M = 512 (H200, 2026-12-01, with the split tail) the 256-token
+// kernel wins glm47 q, o, shared_dn and shared_gu (63-126 M weights; k = 4 q 109 us, o 124, against
+// 133-140 for dequantize + cuBLAS), and the tuned table runs it there (q and shared_gu with this very
+// plan); it loses on every smaller W. H200, 2026-12-05 (bench/results/h200-large-m-crossover-session62.*,
+// the clocks held down by power on most rows): at M = 256 the untuned tile plans ran 60.8-65.6 us on
+// q, o, shared_dn against 85.0-98.1 for dequantize + cuBLAS; at M = 1024 the tile kernel forced ran
+// 0.96-1.03x dequantize + cuBLAS's time on those four, at M = 2048 1.03-1.16x; at M = 4096 dequantize +
+// cuBLAS wins everywhere. So kTileMaxM = 512 since the sixty-second session (256 before, which gave
+// M = 257..512 to dequantize + cuBLAS); M = 257..511 with it is not timed.
 // Up to M = 128 its tiles' K work is cut evenly over the SMs (wgmma_stream items): H200,
 // 2026-12-02, forced default plans at M = 128, k = 2..5, stream-K against whole tiles: glm47
 // q 44.8-53.4 us against 47.2-58.2, o 45.9-53.8 against 63.7-78.4, kv 18.2-20.3 against
 // 46.0-63.8, shared_gu 78.2-99.8 against 95.5-114.7 (bench/results/h200-stream-k-ab-m32-128-session37.txt).
-inline constexpr int64_t kTileMaxM = 256;
+inline constexpr int64_t kTileMaxM = 512;
 // Untuned small W on Hopper: the tile kernel (wgmma_stream items: 64-token tiles to M = 64, 128 above)
 // at M = 33..kSmallTileMaxM where N >= kSmallTileMinN and K >= kSmallTileMinK64 (M <= 64) or
 // kSmallTileMinK128, else dequantize + cuBLAS. These follow what kbit tune chose on the H200 (tuned
@@ -112,6 +117,12 @@ inline constexpr int64_t kSmallHalfTileMaxN = 1024;
 inline constexpr int64_t kSmallStripesMinSupertilesPerSplit = 3;
 inline constexpr double kSmallStripesMinItemsPerSm = 0.8;
 inline constexpr int64_t kSmallShuffleMinStripes = 64;
+// Third fit, plans only, not timed: CTA items of 8 warps without a split (one 32-token tile past the SMs in
+// stripes, cta_shuffle where the shuffle rule says) where the stripes are at least kSmallCtaMinStripes and K
+// has 8..kShuffleMaxSupertiles supertiles. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2..5) and
+// 4096 x 2048 (k = 4, 5) are these very plans, and they ran 1.34-1.43x faster than the second fit's stripes
+// items in the timing above; 4096 x 2048 at k = 2, 3 is tuned to stripes items (untimed against these).
+inline constexpr int64_t kSmallCtaMinStripes = 128;
 inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 
 struct LinearConfig {

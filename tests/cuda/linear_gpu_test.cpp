@@ -329,16 +329,23 @@ TEST(GpuLinear, UntunedPlansOnUnseenShapes) {
   EXPECT_EQ(plan_linear(6, 8192, 4224, 4).items, LinearItems::stripes);
   check_shape(2304, 3600, {5, 12, 40, 100}, {3, 5}, false, 410);
   check_shape(8192, 4224, {3, 6}, {4}, false, 411);
-  // Small W at M = 17..32: cta_shuffle without a split at k = 5 (96 stripes), stripes of one 32-token
-  // tile and 8 warps past twice the SMs in stripes (352), split stripes over a padded short K (600).
+  // Small W at M = 17..32: cta_shuffle without a split at k = 5 (96 stripes); CTA items of one 32-token
+  // tile (144 stripes over 13 supertiles); stripes of one 32-token tile and 8 warps past twice the SMs in
+  // stripes (352), split; split stripes over a padded short K (600).
   EXPECT_EQ(plan_linear(20, 1536, 2144, 5).items, LinearItems::cta_shuffle);
   EXPECT_EQ(plan_linear(20, 1536, 2144, 5).splits, 1);
-  EXPECT_EQ(plan_linear(24, 5632, 1600, 3).n_tiles, 4);
-  EXPECT_EQ(plan_linear(24, 5632, 1600, 3).warps, 8);
+  EXPECT_EQ(plan_linear(24, 2304, 1600, 4).items, LinearItems::cta);
+  EXPECT_EQ(plan_linear(24, 2304, 1600, 4).n_tiles, 4);
+  EXPECT_EQ(plan_linear(24, 5632, 3600, 3).items, LinearItems::stripes);
+  EXPECT_EQ(plan_linear(24, 5632, 3600, 3).n_tiles, 4);
+  EXPECT_GT(plan_linear(24, 5632, 3600, 3).splits, 1);
   EXPECT_GT(plan_linear(17, 2304, 600, 2).splits, 1);
   check_shape(1536, 2144, {20, 32}, {5}, false, 412);
-  check_shape(5632, 1600, {24}, {3}, false, 413);
-  check_shape(2304, 600, {17, 32}, {2, 4}, false, 414);
+  check_shape(2304, 1600, {24}, {4}, false, 413);
+  check_shape(5632, 3600, {24}, {3}, false, 414);
+  check_shape(2304, 600, {17, 32}, {2, 4}, false, 415);
+  // Large W above M = 256 (to kTileMaxM): the 256-token tile kernel, not dequantize + cuBLAS.
+  if (cuda::detail::device_has_wgmma()) EXPECT_EQ(plan_linear(400, 8192, 4224, 4).items, LinearItems::wgmma_tile);
 }
 
 TEST(GpuLinear, WgmmaTileOnModelShapes) {
