@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sixty-first session's device checks, in two calls of the device tool (the build of the first
-# stays on the machine for the second). Usage: bash scripts/device_untuned_check.sh tests|bench COMMIT
+# stays on the machine for the second). Usage: bash scripts/device_untuned_check.sh tests|bench|bench62 COMMIT
 #   tests: every GPU test (gpu_cli.user_tuned_table, GpuMoeForward.LayerFromAQuantizedCheckpoint and
 #          GpuLinear.UntunedPlansOnUnseenShapes are new and have not run on a GPU yet), memcheck of the
 #          new MoE test;
@@ -17,7 +17,12 @@ case $1 in
     KBIT_STEPS="model_bench" KBIT_BENCH_TIMEOUT=540 \
       KBIT_BENCH_ARGS="--m 5,8,12,16,48,64,96,128 --bits 2,3,4,5 --backend cublas_bf16,kbit_linear,kbit_linear_untuned --no-routed-moe --settle-ms 100 --repeats 9" \
       bash scripts/device_quick.sh > /dev/null ;;
-  *) echo "usage: $0 tests|bench COMMIT"; exit 2 ;;
+  bench62)  # the sixty-second session's untimed plans: small W at M = 17..32 (CTA items on >= 128 stripes) and large W
+            # at M = 257..512 (the 256-token tile kernel), against the tuned plans and dequantize + cuBLAS
+    KBIT_STEPS="model_bench" KBIT_BENCH_TIMEOUT=400 \
+      KBIT_BENCH_ARGS="--m 17,24,32,384,512 --bits 2,3,4,5 --backend kbit_linear,kbit_linear_untuned,kbit_dequant_cublas --no-routed-moe --settle-ms 50 --repeats 7" \
+      bash scripts/device_quick.sh > /dev/null ;;
+  *) echo "usage: $0 tests|bench|bench62 COMMIT"; exit 2 ;;
 esac
 tar xzf "$OUT/results.tgz" -C "$OUT" && rm -f "$OUT/results.tgz"
 grep -E "tests passed|Failed|FAILED|Timeout" "$OUT/ctest_gpu.log" 2>/dev/null | head -12

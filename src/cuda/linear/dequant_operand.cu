@@ -15,7 +15,8 @@
 // 16 integer operations per weight). Measured (H200, 2026-12-03, dequantize + cuBLASLt forced,
 // two rounds, BENCHMARKS.md): M = 512 2.6-16% faster than with that kernel on all 72 dense cases
 // (geomean 0.925; Qwen3 2048 x 512 7.85 -> 6.58 us at k = 2, glm47 kv 27.0 -> 25.2 at k = 4),
-// M = 4096 glm47 (one round) 0.966-1.008x its time.
+// M = 4096 glm47 (one round) 0.966-1.008x its time. k >= 3 request their first weights before the pair
+// table (2026-12-05): Qwen3 k = 4, 5 3.2-3.6% faster at M = 512 (docs/KERNEL_HISTORY.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A/B of a GEMV variant against main with carried binaries (scripts/carry_pack.sh kbit=VARIANT kbit_main=MAIN
+# kbit_gpu_tests=VARIANT_TESTS), on the device: scripts/device_carried.sh 'bash scripts/device_gemv_layout_ab.sh'.
+# Written for bench/results/gemv-unlikely-stripe-end-untested-session62.patch: GPU tests of the variant, two
+# alternating rounds of dense M = 1, 2, 4 (glm47, k = 2..5) and MoE T = 1, 16 (glm47, k = 4), then ncu of the
+# variant's dense GEMV (glm47 q, k = 4, M = 1) with per-SASS counters (stall_no_inst is the one to watch).
+set -u
+O=${OUT:-/tmp/kbit-out}
+( for s in 0 1 2 3; do GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$s timeout 200 build-dev/kbit_gpu_tests > $O/gtest_$s.log 2>&1 & done; wait )
+for s in 0 1 2 3; do grep -E "^\[  PASSED|^\[  FAILED|FAILED TEST" $O/gtest_$s.log | tail -4; done
+for r in 1 2; do for b in kbit_main kbit; do
+  timeout 60 build-dev/$b bench --model glm47 --m 1,2,4 --bits 2,3,4,5 --backend kbit_linear --no-routed-moe \
+    --settle-ms 30 --repeats 7 --json $O/gemv_${b}_$r.jsonl > /dev/null 2>&1; echo "gemv $b $r rc=$?"
+  timeout 60 build-dev/$b bench moe --model glm47 --tokens 1,16 --bits 4 --settle-ms 50 --repeats 7 \
+    --json $O/moe_${b}_$r.jsonl > $O/moe_${b}_$r.txt 2>&1; echo "moe $b $r rc=$?"
+done; done
+timeout 90 ncu --set full --import-source no -k regex:gemv_kernel -s 2 -c 1 -o $O/gemv_k4 build-dev/kbit bench --model glm47 \
+  --m 1 --bits 4 --backend kbit_linear --repeats 1 --no-routed-moe > $O/ncu_run.txt 2>&1; echo "ncu rc=$?"
+ncu -i $O/gemv_k4.ncu-rep > $O/ncu_gemv_k4.txt 2>&1
+ncu -i $O/gemv_k4.ncu-rep --page source --csv --print-source sass 2>&1 | xz > $O/ncu_gemv_k4_sass.csv.xz
+grep -E "Duration|Issue Slots Busy|Warp Cycles Per Issued|Executed Instructions  " $O/ncu_gemv_k4.txt | head
+rm -f $O/gemv_k4.ncu-rep
+cd $O && tar czf results.tgz *.jsonl *.txt *.log && rm -f *.jsonl *.log moe_*.txt
