@@ -372,7 +372,6 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   p.splits = o.splits                                        ? o.splits
              : c                                               ? c->splits
              : small_stripes_plan ? small_stripes_splits(stripes, supertiles, ceil_div(m, 8 * p.n_tiles), p.warps, sms)
-             : small_m32_shuffle && p.items == LinearItems::cta_shuffle ? 1
              : detail::linear_heuristic_splits(m, n, k, bits, p.n_tiles, p.warps, p.items, DType::bf16);
   p.splits = stream_k ? 1 : detail::normalize_splits(p.splits, k, m, p.n_tiles);  // stream-K cuts K itself
   if (o.n_tiles || o.warps || o.splits || o.path != LinearPath::automatic || o.items != LinearItems::automatic)

@@ -103,8 +103,8 @@ inline constexpr int64_t kSmallHalfTileMaxN = 1024;
 // Small W at M = 17..32, second fit (sixty-second session), to the H200 table's M = 32 entries for the 40
 // small-W cases, where the stripes cost above had chosen 4-8 splits on every Qwen3 shape (2048 x 512 at k = 5:
 // 1.83x the tuned plan's time):
-// - k = 5 with kSmallShuffleMinStripes..SMs stripes: cta_shuffle items without a split (as tuned in all 6
-//   such cases; 512 x 2048 kept stripes items);
+// - k = 5 with kSmallShuffleMinStripes..SMs stripes: cta_shuffle items, which take no split (CTA items never
+//   split on 32 or more outputs, linear.cpp), as tuned for all 5 such shapes (512 x 2048 kept stripes items);
 // - otherwise stripes items: one 32-token tile and 8 warps past twice the SMs in stripes (glm47 moe_dn
 //   5120 x 1536, Kimi 7168 x 3584), else two token tiles, 4 warps up to kShuffleMaxSupertiles of K and 8
 //   above; split so that the CTA items (stripes / warps x token tiles x splits) reach
@@ -119,9 +119,10 @@ inline constexpr double kSmallStripesMinItemsPerSm = 0.8;
 inline constexpr int64_t kSmallShuffleMinStripes = 64;
 // Third fit, plans only, not timed: CTA items of 8 warps without a split (one 32-token tile past the SMs in
 // stripes, cta_shuffle where the shuffle rule says) where the stripes are at least kSmallCtaMinStripes and K
-// has 8..kShuffleMaxSupertiles supertiles. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2..5) and
-// 4096 x 2048 (k = 4, 5) are these very plans, and they ran 1.34-1.43x faster than the second fit's stripes
-// items in the timing above; 4096 x 2048 at k = 2, 3 is tuned to stripes items (untimed against these).
+// has 8..kShuffleMaxSupertiles supertiles. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2, 3, 5)
+// and 4096 x 2048 (k = 4, 5) are these very plans, and they ran 1.34-1.43x faster than the second fit's stripes
+// items in the timing above; 2048 x 2048 at k = 4 takes cta_shuffle here where the table has cta, and
+// 4096 x 2048 at k = 2, 3 is tuned to stripes items (neither timed against these).
 inline constexpr int64_t kSmallCtaMinStripes = 128;
 inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 
