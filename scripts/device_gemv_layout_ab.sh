@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A/B of a GEMV variant against main with carried binaries (scripts/carry_pack.sh kbit=VARIANT kbit_main=MAIN
 # kbit_gpu_tests=VARIANT_TESTS), on the device: scripts/device_carried.sh 'bash scripts/device_gemv_layout_ab.sh'.
-# Written for bench/results/gemv-unlikely-stripe-end-untested-session62.patch: GPU tests of the variant, two
-# alternating rounds of dense M = 1, 2, 4 (glm47, k = 2..5) and MoE T = 1, 16 (glm47, k = 4), then ncu of the
+# Written for bench/results/gemv-piece-loop-untested-session63.patch (the GEMV's finish out of the unrolled unit
+# slots): GPU tests of the variant, two alternating rounds of dense M = 1, 2, 4 (glm47, k = 2..5) and MoE T = 1, 16 (glm47, k = 4), then ncu of the
 # variant's dense GEMV (glm47 q, k = 4, M = 1) with per-SASS counters (stall_no_inst is the one to watch).
 set -u
 O=${OUT:-/tmp/kbit-out}
