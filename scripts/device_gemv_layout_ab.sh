@@ -2,12 +2,21 @@
 # A/B of a GEMV variant against main with carried binaries (scripts/carry_pack.sh kbit=VARIANT kbit_main=MAIN
 # kbit_gpu_tests=VARIANT_TESTS), on the device: scripts/device_carried.sh 'bash scripts/device_gemv_layout_ab.sh'.
 # Written for bench/results/gemv-piece-loop-untested-session63.patch (the GEMV's finish out of the unrolled unit
-# slots): GPU tests of the variant, two alternating rounds of dense M = 1, 2, 4 (glm47, k = 2..5) and MoE T = 1, 16 (glm47, k = 4), then ncu of the
-# variant's dense GEMV (glm47 q, k = 4, M = 1) with per-SASS counters (stall_no_inst is the one to watch).
+# slots): GPU tests of the variant, memcheck and racecheck of its GEMV tests, two alternating rounds of dense
+# M = 1, 2, 4 (glm47, k = 2..5) and MoE T = 1, 16 (glm47, k = 4), then ncu of the variant's dense GEMV (glm47 q,
+# k = 4, M = 1) with per-SASS counters (stall_no_inst is the one to watch).
+# The binaries for it (built 2026-12-05 from ff10f03 with and without the patch) are packed in build-gz/ on the CPU
+# machine: scripts/carry_pack.sh kbit=build-ab/piece/kbit kbit_main=build-ab/main/kbit
+# kbit_gpu_tests=build-ab/piece/kbit_gpu_tests.
 set -u
 O=${OUT:-/tmp/kbit-out}
 ( for s in 0 1 2 3; do GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$s timeout 200 build-dev/kbit_gpu_tests > $O/gtest_$s.log 2>&1 & done; wait )
 for s in 0 1 2 3; do grep -E "^\[  PASSED|^\[  FAILED|FAILED TEST" $O/gtest_$s.log | tail -4; done
+# The changed loop under compute-sanitizer: the dense GEMV (every weight position, split stripes) and the grouped one.
+F='GpuLinear.GemvDecodesEveryWeightPosition:GpuExpertLinear.GroupedGemvOnLargerExperts'
+( timeout 150 compute-sanitizer --tool memcheck build-dev/kbit_gpu_tests --gtest_filter="$F" > $O/memcheck.log 2>&1 &
+  timeout 150 compute-sanitizer --tool racecheck build-dev/kbit_gpu_tests --gtest_filter="$F" > $O/racecheck.log 2>&1 & wait )
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" $O/memcheck.log $O/racecheck.log | tail -6
 for r in 1 2; do for b in kbit_main kbit; do
   timeout 60 build-dev/$b bench --model glm47 --m 1,2,4 --bits 2,3,4,5 --backend kbit_linear --no-routed-moe \
     --settle-ms 30 --repeats 7 --json $O/gemv_${b}_$r.jsonl > /dev/null 2>&1; echo "gemv $b $r rc=$?"
