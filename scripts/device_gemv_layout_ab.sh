@@ -2,31 +2,52 @@
 # A/B of a GEMV variant against main with carried binaries (scripts/carry_pack.sh kbit=VARIANT kbit_main=MAIN
 # kbit_gpu_tests=VARIANT_TESTS), on the device: scripts/device_carried.sh 'bash scripts/device_gemv_layout_ab.sh'.
 # Written for bench/results/gemv-piece-loop-untested-session63.patch (the GEMV's finish out of the unrolled unit
-# slots): GPU tests of the variant, memcheck and racecheck of its GEMV tests, two alternating rounds of dense
-# M = 1, 2, 4 (glm47, k = 2..5) and MoE T = 1, 16 (glm47, k = 4), then ncu of the variant's dense GEMV (glm47 q,
-# k = 4, M = 1) with per-SASS counters (stall_no_inst is the one to watch).
+# slots). Stages, most needed first, each appended to $OUT/results.tar as it ends (a call cut short at the
+# device tool's 600 s still brings back the stages done; only 8 files come back, so nothing else stays):
+#   1. every GPU test of the variant (4 shards; the variant holds all of main, so this also runs the sixty-second
+#      session's untested test additions);
+#   2. two alternating rounds, main then variant: dense glm47 M = 1, 2, 4, k = 2..5, and MoE glm47 T = 1, 16, k = 4;
+#   3. memcheck and racecheck of the variant's GEMV tests (dense, every weight position and split stripes; grouped)
+#      and of the operand dequantize test (changed in the sixty-second session, never sanitized);
+#   4. if time is left, ncu of the variant's dense GEMV (glm47 q, k = 4, M = 1) with per-SASS counters
+#      (stall_no_inst is the one to watch: 24.4% on main).
 # The binaries for it (built 2026-12-05 from ff10f03 with and without the patch) are packed in build-gz/ on the CPU
 # machine: scripts/carry_pack.sh kbit=build-ab/piece/kbit kbit_main=build-ab/main/kbit
 # kbit_gpu_tests=build-ab/piece/kbit_gpu_tests.
 set -u
 O=${OUT:-/tmp/kbit-out}
-( for s in 0 1 2 3; do GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$s timeout 200 build-dev/kbit_gpu_tests > $O/gtest_$s.log 2>&1 & done; wait )
+stash() {  # append the named files of $O that exist to results.tar and drop them
+  local f have=()
+  for f in "$@"; do [ -e "$O/$f" ] && have+=("$f"); done
+  [ ${#have[@]} -eq 0 ] || (cd "$O" && tar -rf results.tar "${have[@]}" && rm -f "${have[@]}")
+}
+
+( for s in 0 1 2 3; do GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$s timeout 150 build-dev/kbit_gpu_tests > $O/gtest_$s.log 2>&1 & done; wait )
 for s in 0 1 2 3; do grep -E "^\[  PASSED|^\[  FAILED|FAILED TEST" $O/gtest_$s.log | tail -4; done
-# The changed loop under compute-sanitizer: the dense GEMV (every weight position, split stripes) and the grouped one.
-F='GpuLinear.GemvDecodesEveryWeightPosition:GpuExpertLinear.GroupedGemvOnLargerExperts'
-( timeout 150 compute-sanitizer --tool memcheck build-dev/kbit_gpu_tests --gtest_filter="$F" > $O/memcheck.log 2>&1 &
-  timeout 150 compute-sanitizer --tool racecheck build-dev/kbit_gpu_tests --gtest_filter="$F" > $O/racecheck.log 2>&1 & wait )
-grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" $O/memcheck.log $O/racecheck.log | tail -6
+stash gtest_0.log gtest_1.log gtest_2.log gtest_3.log
+
 for r in 1 2; do for b in kbit_main kbit; do
   timeout 60 build-dev/$b bench --model glm47 --m 1,2,4 --bits 2,3,4,5 --backend kbit_linear --no-routed-moe \
-    --settle-ms 30 --repeats 7 --json $O/gemv_${b}_$r.jsonl > /dev/null 2>&1; echo "gemv $b $r rc=$?"
+    --settle-ms 30 --repeats 7 --json $O/gemv_${b}_$r.jsonl > $O/gemv_${b}_$r.txt 2>&1; echo "gemv $b $r rc=$? at ${SECONDS}s"
   timeout 60 build-dev/$b bench moe --model glm47 --tokens 1,16 --bits 4 --settle-ms 50 --repeats 7 \
-    --json $O/moe_${b}_$r.jsonl > $O/moe_${b}_$r.txt 2>&1; echo "moe $b $r rc=$?"
+    --json $O/moe_${b}_$r.jsonl > $O/moe_${b}_$r.txt 2>&1; echo "moe $b $r rc=$? at ${SECONDS}s"
+  stash gemv_${b}_$r.jsonl gemv_${b}_$r.txt moe_${b}_$r.jsonl moe_${b}_$r.txt
 done; done
-timeout 90 ncu --set full --import-source no -k regex:gemv_kernel -s 2 -c 1 -o $O/gemv_k4 build-dev/kbit bench --model glm47 \
-  --m 1 --bits 4 --backend kbit_linear --repeats 1 --no-routed-moe > $O/ncu_run.txt 2>&1; echo "ncu rc=$?"
-ncu -i $O/gemv_k4.ncu-rep > $O/ncu_gemv_k4.txt 2>&1
-ncu -i $O/gemv_k4.ncu-rep --page source --csv --print-source sass 2>&1 | xz > $O/ncu_gemv_k4_sass.csv.xz
-grep -E "Duration|Issue Slots Busy|Warp Cycles Per Issued|Executed Instructions  " $O/ncu_gemv_k4.txt | head
-rm -f $O/gemv_k4.ncu-rep
-cd $O && tar czf results.tgz *.jsonl *.txt *.log && rm -f *.jsonl *.log moe_*.txt
+
+F='GpuLinear.GemvDecodesEveryWeightPosition:GpuExpertLinear.GroupedGemvOnLargerExperts:GpuMma16.OperandDequantizeMatchesTheExactValues'
+( timeout 120 compute-sanitizer --tool memcheck build-dev/kbit_gpu_tests --gtest_filter="$F" > $O/memcheck.log 2>&1 &
+  timeout 120 compute-sanitizer --tool racecheck build-dev/kbit_gpu_tests --gtest_filter="$F" > $O/racecheck.log 2>&1 & wait )
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" $O/memcheck.log $O/racecheck.log | tail -6
+stash memcheck.log racecheck.log
+
+if [ "$SECONDS" -lt 430 ]; then
+  timeout 90 ncu --set full --import-source no -k regex:gemv_kernel -s 2 -c 1 -o $O/gemv_k4 build-dev/kbit bench \
+    --model glm47 --m 1 --bits 4 --backend kbit_linear --repeats 1 --no-routed-moe > $O/ncu_run.txt 2>&1; echo "ncu rc=$?"
+  ncu -i $O/gemv_k4.ncu-rep > $O/ncu_gemv_k4.txt 2>&1
+  ncu -i $O/gemv_k4.ncu-rep --page source --csv --print-source sass 2>&1 | xz > $O/ncu_gemv_k4_sass.csv.xz
+  grep -E "Duration|Issue Slots Busy|Warp Cycles Per Issued|Executed Instructions  " $O/ncu_gemv_k4.txt | head
+  rm -f $O/gemv_k4.ncu-rep
+  stash ncu_run.txt ncu_gemv_k4.txt ncu_gemv_k4_sass.csv.xz
+else
+  echo "ncu skipped at ${SECONDS}s"
+fi
