@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A/B of GEMV variants against main with carried binaries, on the device:
 #   scripts/device_carried.sh 'bash scripts/device_gemv_layout_ab.sh'
-# Binaries (scripts/carry_pack.sh NAME=PATH...): kbit_main (main), kbit and kbit_gpu_tests (variant 1), and
-# optionally kbit_d and kbit_gpu_tests_d (variant 2: dense timings and its dense GEMV tests only).
+# Binaries (scripts/carry_pack.sh NAME=PATH...): kbit_main and kbit_gpu_tests_main (main), kbit and kbit_gpu_tests
+# (variant 1), and optionally kbit_d and kbit_gpu_tests_d (variant 2: dense timings and its dense GEMV tests only).
 # Written for bench/results/gemv-piece-loop-untested-session63.patch (variant 1: the GEMV's finish out of the
 # unrolled unit slots) and gemv-piece-loop-deeper-ring-untested-session63.patch (variant 2: that, plus one more unit
 # of weight loads in flight at dense k = 3, 4). Stages, most needed first, each appended to $OUT/results.tar as it
@@ -19,7 +19,8 @@
 #      (stall_no_inst is the one to watch: 24.4% on main).
 # The binaries (built 2026-12-05 from ff10f03 with each patch and without) are packed in build-gz/ on the CPU
 # machine: scripts/carry_pack.sh kbit=build-ab/piece/kbit kbit_main=build-ab/main/kbit
-# kbit_gpu_tests=build-ab/piece/kbit_gpu_tests kbit_d=build-ab/pieceD/kbit kbit_gpu_tests_d=build-ab/pieceD/kbit_gpu_tests
+# kbit_gpu_tests=build-ab/piece/kbit_gpu_tests kbit_gpu_tests_main=build-ab/main/kbit_gpu_tests
+# kbit_d=build-ab/pieceD/kbit kbit_gpu_tests_d=build-ab/pieceD/kbit_gpu_tests
 set -u
 O=${OUT:-/tmp/kbit-out}
 stash() {  # append the named files of $O that exist to results.tar and drop them
@@ -30,7 +31,14 @@ stash() {  # append the named files of $O that exist to results.tar and drop the
 
 ( for s in 0 1 2 3; do GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$s timeout 150 build-dev/kbit_gpu_tests > $O/gtest_$s.log 2>&1 & done; wait )
 for s in 0 1 2 3; do grep -E "^\[  PASSED|^\[  FAILED|FAILED TEST" $O/gtest_$s.log | tail -4; done
-stash gtest_0.log gtest_1.log gtest_2.log gtest_3.log
+# A failure: the same tests on main's binary tell the variant's from main's own (the sixty-second session's test
+# additions never ran on a GPU).
+failed=$(cat $O/gtest_?.log | sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_]*\.[A-Za-z0-9_]*\).*/\1/p' | sort -u | paste -sd: -)
+if [ -n "$failed" ] && [ -x build-dev/kbit_gpu_tests_main ]; then
+  timeout 120 build-dev/kbit_gpu_tests_main --gtest_filter="$failed" > $O/gtest_main_failed.log 2>&1
+  echo "variant's failures on main: $(grep -E '^\[  PASSED|^\[  FAILED' $O/gtest_main_failed.log | tr '\n' ' ')"
+fi
+stash gtest_0.log gtest_1.log gtest_2.log gtest_3.log gtest_main_failed.log
 
 for r in 1 2; do for b in kbit_main kbit kbit_d; do
   [ -x build-dev/$b ] || continue
