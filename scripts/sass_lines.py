@@ -220,10 +220,14 @@ def main():
         print(f"{sym}: {size} bytes, {size // 16} instruction slots")
         rows = src.get(sym, [])
         slot_rows = per_slot(rows, size)
-        # a slot is on the chosen lines when its line, or a call site it is inlined at, is
-        chosen = [a for a, i in slot_rows.items()
-                  if lo is not None and any(f == args.file and lo <= l <= hi for f, l in chain(rows, i))
-                  and not (mlo is not None and any(f == args.file and mlo <= l <= mhi for f, l in chain(rows, i)))]
+
+        def on_lines(a, first, last):  # slot a's line, or a call site it is inlined at, in [first, last]
+            return first is not None and any(f == args.file and first <= l <= last for f, l in chain(rows, slot_rows[a]))
+
+        def where(a):  # slot a's line < the lines it is inlined at
+            return " < ".join(str(l) for f, l in chain(rows, slot_rows[a])) if a in slot_rows else "-"
+
+        chosen = [a for a in slot_rows if on_lines(a, lo, hi) and not on_lines(a, mlo, mhi)]
         if chosen:
             rs = ranges(chosen)
             span = rs[-1][1] - rs[0][0]
@@ -245,15 +249,13 @@ def main():
             for a in range(0, size, 16):
                 op = struct.unpack_from("<Q", text, a)[0] & 0xFFF
                 if op in (0x387, 0x983):
-                    where = " < ".join(str(l) for f, l in chain(rows, slot_rows[a])) if a in slot_rows else "-"
-                    print(f"  0x{a:05x} {'STL' if op == 0x387 else 'LDL'} at line {where}")
+                    print(f"  0x{a:05x} {'STL' if op == 0x387 else 'LDL'} at line {where(a)}")
         if args.dump:
             a0, a1 = (int(v, 0) for v in args.dump.split("-"))
             for a in range(a0 - a0 % 16, a1, 16):
                 pl = ptx.get(sym, {}).get(a)
                 text = ptx_lines[pl - 1].strip() if pl and pl <= len(ptx_lines) else ""
-                where = " < ".join(str(l) for f, l in chain(rows, slot_rows[a])) if a in slot_rows else "-"
-                print(f"  0x{a:05x} {where:<24} ptx {pl or '-':>6}  {text}")
+                print(f"  0x{a:05x} {where(a):<24} ptx {pl or '-':>6}  {text}")
 
 
 if __name__ == "__main__":
