@@ -3,8 +3,8 @@
 #   scripts/device_carried.sh 'bash scripts/device_gemv_layout_ab.sh'
 # Binaries (scripts/carry_pack.sh NAME=PATH...): kbit_main and kbit_gpu_tests_main (main), kbit and kbit_gpu_tests
 # (variant 1), and optionally kbit_d and kbit_gpu_tests_d (variant 2: dense timings and its dense GEMV tests only).
-# Written for bench/results/gemv-piece-loop-untested-session63.patch (variant 1: the GEMV's finish out of the
-# unrolled unit slots) and gemv-piece-loop-deeper-ring-untested-session63.patch (variant 2: that, plus one more unit
+# Written for bench/results/gemv-piece-loop-dropped-session64.patch (variant 1: the GEMV's finish out of the
+# unrolled unit slots) and gemv-piece-loop-deeper-ring-dropped-session64.patch (variant 2: that, plus one more unit
 # of weight loads in flight at dense k = 3, 4). Stages, most needed first, each appended to $OUT/results.tar as it
 # ends (a call cut short at the device tool's 600 s still brings back the stages done; only 8 files come back, so
 # nothing else stays):

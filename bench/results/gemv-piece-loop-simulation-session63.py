@@ -1,4 +1,4 @@
-# The loop control of bench/results/gemv-piece-loop-untested-session63.patch against main's gemv_body loop,
+# The loop control of bench/results/gemv-piece-loop-dropped-session64.patch against main's gemv_body loop,
 # simulated: the same units in the same ring slots, supertiles, segments, look-ahead loads and finishes.
 # python3 bench/results/gemv-piece-loop-simulation-session63.py
 import itertools, random
