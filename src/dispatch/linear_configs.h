@@ -117,12 +117,16 @@ inline constexpr int64_t kSmallHalfTileMaxN = 1024;
 inline constexpr int64_t kSmallStripesMinSupertilesPerSplit = 3;
 inline constexpr double kSmallStripesMinItemsPerSm = 0.8;
 inline constexpr int64_t kSmallShuffleMinStripes = 64;
-// Third fit, plans only, not timed: CTA items of 8 warps without a split (one 32-token tile past the SMs in
-// stripes, cta_shuffle where the shuffle rule says) where the stripes are at least kSmallCtaMinStripes and K
-// has 8..kShuffleMaxSupertiles supertiles. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2, 3, 5)
+// Third fit: CTA items of 8 warps without a split (one 32-token tile past the SMs in stripes, cta_shuffle
+// where the shuffle rule says) where the stripes are kSmallCtaMinStripes..2 x SMs (at k = 2, 3 no more than
+// the SMs) and K has 8..kShuffleMaxSupertiles supertiles. Timed on the H200 (2026-12-05, sixty-fourth session,
+// bench/results/h200-untuned-m17-512-session64.txt) in its first form, without the upper bounds: 0.89-1.02x the
+// tuned plans' time on Qwen3 2048 x 2048 (all k) and 4096 x 2048 (k = 4, 5), but 1.38-1.53x on 4096 x 2048 at
+// k = 2, 3 and 1.39-2.10x on glm47 moe_dn (320 stripes, all k), whose tuned plans are stripes items with 2-4
+// splits; the bounds keep it to the first kind. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2, 3, 5)
 // and 4096 x 2048 (k = 4, 5) are these very plans, and they ran 1.34-1.43x faster than the second fit's stripes
-// items in the timing above; 2048 x 2048 at k = 4 takes cta_shuffle here where the table has cta, and
-// 4096 x 2048 at k = 2, 3 is tuned to stripes items (neither timed against these).
+// items in the timing above; 2048 x 2048 at k = 4 takes cta_shuffle here where the table has cta (0.89x the
+// table's time at M = 32).
 inline constexpr int64_t kSmallCtaMinStripes = 128;
 inline constexpr int64_t kLargeEightWarpsMinSupertiles = 64;
 
