@@ -291,18 +291,19 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   const bool two_tile_decode = m > 8 && m <= 16;
   // Small W at M = 17..32 (linear_configs.h, kSmallStripesMinSupertilesPerSplit): k = 5 with no more
   // stripes than SMs (and at least kSmallShuffleMinStripes) takes cta_shuffle items without a split;
-  // kSmallCtaMinStripes..2 x SMs stripes (at k = 2, 3 up to the SMs) over 8..kShuffleMaxSupertiles supertiles CTA items of 8 warps
-  // (cta_shuffle where the shuffle rule below says), one 32-token tile past the SMs in stripes; the rest
+  // kSmallCtaMinStripes..2 x SMs stripes (at k = 2, 3 up to the SMs) over 8..kShuffleMaxSupertiles supertiles
+  // CTA items of 8 warps (cta_shuffle where the shuffle rule below says), one 32-token tile past the SMs in
+  // stripes; the rest
   // stripes items, of one 32-token tile and 8 warps past twice the SMs in stripes, else two token tiles
   // and 4 warps up to kShuffleMaxSupertiles of K (8 above), split to about one CTA item per SM
   // (small_stripes_splits).
   const bool small_m32 = small && m > 16 && m <= detail::kDefaultFusedMaxM;
   const bool small_m32_shuffle = small_m32 && bits == 5 && stripes <= sms && stripes >= detail::kSmallShuffleMinStripes;
+  const bool many_stripes = stripes > 2 * sms;
   const bool small_m32_cta = small_m32 && !small_m32_shuffle && stripes >= detail::kSmallCtaMinStripes &&
-                             stripes <= 2 * sms && (bits >= 4 || stripes <= sms) && supertiles >= 8 &&
+                             !many_stripes && (bits >= 4 || stripes <= sms) && supertiles >= 8 &&
                              supertiles <= detail::kShuffleMaxSupertiles;
   const bool small_stripes = small_m32 && !small_m32_shuffle && !small_m32_cta;
-  const bool many_stripes = stripes > 2 * sms;
   p.n_tiles = o.n_tiles ? o.n_tiles
               : c       ? c->n_tiles
               : small && two_tile_decode && n <= detail::kSmallHalfTileMaxN ? 1

@@ -241,6 +241,22 @@ TEST(LinearPlan, PathsByM) {
   EXPECT_EQ(plan_linear(8, 12000, 5000, 4, fc).splits, 1);  // untuned large W, CTA items: no split
 }
 
+// Untuned small W at M = 17..32 over 8..16 supertiles: CTA items without a split from 128 stripes up to twice
+// the SMs (at k = 2, 3 up to the SMs), stripes items beyond (H200 timing, sixty-fourth session: CTA items ran
+// 1.4-2.1x the stripes plans' time on glm47 moe_dn, 320 stripes, and on 256 stripes at k = 2, 3). Shapes
+// that no tuned table holds.
+TEST(LinearPlan, UntunedSmallWCtaItemsStayWithinTwiceTheSms) {
+  const int64_t sms = detail::linear_sm_count(), k = 2000;  // 16 supertiles
+  const int64_t n_few = 16 * std::max<int64_t>(128, sms - 4), n_between = 16 * (sms + sms / 2 + 1),
+                n_many = 16 * (2 * sms + 56);
+  EXPECT_EQ(plan_linear(24, n_few, k, 2).items, LinearItems::cta);
+  EXPECT_EQ(plan_linear(24, n_few, k, 2).splits, 1);
+  EXPECT_EQ(plan_linear(24, n_between, k, 4).items, LinearItems::cta);
+  EXPECT_EQ(plan_linear(24, n_between, k, 4).n_tiles, 4);
+  for (int bits : {2, 3}) EXPECT_EQ(plan_linear(24, n_between, k, bits).items, LinearItems::stripes) << bits;
+  for (int bits : {2, 3, 4, 5}) EXPECT_EQ(plan_linear(24, n_many, k, bits).items, LinearItems::stripes) << bits;
+}
+
 TEST(SkinnyPlan, ShapesAndErrors) {
   // The early tile refill: PDL, one wave of >= 2 CTAs per SM, no cluster (132 SMs, 4 per SM).
   using cuda::detail::skinny_early_refill;
