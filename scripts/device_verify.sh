@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call on carried binaries (scripts/carry_pack.sh kbit=build/kbit
+# kbit_gpu_tests=build/tests/kbit_gpu_tests, then carry ["build-gz"]): the steps named in
+# VERIFY_STEPS, each under its own timeout, logs under $OUT. Run it through
+# scripts/device_carried.sh so that the binaries are unpacked first:
+#   scripts/device_carried.sh 'VERIFY_STEPS="bench tests" VERIFY_BENCH="--m 17,24,32 ..." scripts/device_verify.sh'
+# Steps: tests (every GPU test, 4 gtest shards in parallel), bench (kbit bench --model all
+# $VERIFY_BENCH, then `kbit report speedups` of $VERIFY_REPORT), l2_slices
+# (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kbit-out}
+for step in ${VERIFY_STEPS:-tests}; do
+  case $step in
+    tests)
+      for shard in 0 1 2 3; do
+        GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$shard timeout "${VERIFY_TESTS_TIMEOUT:-240}" \
+          build-dev/kbit_gpu_tests --gtest_brief=1 > "$OUT/gpu_tests_$shard.log" 2>&1 &
+      done
+      rcs=""
+      for job in $(jobs -p); do wait "$job"; rcs="$rcs $?"; done
+      echo "== GPU tests, 4 shards, exit codes:$rcs"
+      grep -h -E "tests from .* ran|PASSED|FAILED|Failure" "$OUT"/gpu_tests_*.log | head -20 ;;
+    bench)
+      echo "== kbit bench --model all ${VERIFY_BENCH:-}"
+      timeout "${VERIFY_BENCH_TIMEOUT:-240}" build-dev/kbit bench --model all ${VERIFY_BENCH:-} --json "$OUT/bench.jsonl" \
+        > "$OUT/bench.txt" 2> "$OUT/bench_progress.txt"
+      echo "rc=$?"
+      if [ -n "${VERIFY_REPORT:-}" ]; then
+        build-dev/kbit report speedups "$OUT/bench.jsonl" $VERIFY_REPORT > "$OUT/speedups.txt" 2>&1
+        tail -12 "$OUT/speedups.txt"
+      fi ;;
+    l2_slices)
+      echo "== bench/calibration/l2_slices.py ${VERIFY_L2_ARGS:-}"
+      timeout "${VERIFY_L2_TIMEOUT:-150}" python3 bench/calibration/l2_slices.py ${VERIFY_L2_ARGS:-} \
+        --json "$OUT/l2_slices.jsonl" > "$OUT/l2_slices.txt" 2>&1
+      echo "rc=$?"; cat "$OUT/l2_slices.txt" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
+exit 0
