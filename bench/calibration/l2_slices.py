@@ -14,8 +14,12 @@ with PyTorch's cuBLAS and no kbit code, what that schedule could cost at best:
   serial      expand then GEMM per slice, one stream
   overlapped  expand of slice i + 1 on a second stream beside the GEMM of slice i
 
+Slices are of N rows (--slice-rows: each slice's GEMM has fewer output tiles) or of K columns
+(--slice-cols: every GEMM covers all of y, accumulating with beta = 1; y in bf16 here, where a
+real kernel would accumulate in fp32).
+
 Each figure is the median over repeats of a CUDA graph holding 8 calls (one per rotated buffer).
-Run: python3 bench/calibration/l2_slices.py [--m 512,2048] [--slice-rows 1024,2048,4096]
+Run: python3 bench/calibration/l2_slices.py [--m 512,2048] [--slice-rows 1024,2048,4096] [--slice-cols 512,1024]
 """
 import argparse
 import json
@@ -54,7 +58,8 @@ def graph_time_us(fn, calls, repeats, replays=5):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--m", default="512,2048")
-    parser.add_argument("--slice-rows", default="1024,2048,3072,4096")
+    parser.add_argument("--slice-rows", default="1024,2048,4096")
+    parser.add_argument("--slice-cols", default="512,1024")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", default="")
@@ -74,25 +79,45 @@ def main():
             yt = torch.empty(n, m, device=dev, dtype=torch.bfloat16)
             full = graph_time_us(lambda i: torch.mm(weights[i % len(weights)], x.t(), out=yt), calls, args.repeats)
             print(f"{shape} M={m}: full (cold W) {full:.2f} us")
-            for rows in map(int, args.slice_rows.split(",")):
-                if rows >= n:
-                    continue
-                bounds = [(r0, min(r0 + rows, n)) for r0 in range(0, n, rows)]
-                work = [torch.empty(rows, k, device=dev, dtype=torch.bfloat16) for _ in range(2)]
-                side = torch.cuda.Stream()
+            side = torch.cuda.Stream()
+            plans = [("rows", r) for r in map(int, args.slice_rows.split(",")) if r < n]
+            plans += [("cols", c) for c in map(int, args.slice_cols.split(",")) if c < k]
+            for kind, width in plans:
+                # rows: y^T[r0:r1] = W[r0:r1] x^T per slice; cols: y^T += W[:, c0:c1] x[:, c0:c1]^T (beta = 1)
+                extent = n if kind == "rows" else k
+                bounds = [(a, min(a + width, extent)) for a in range(0, extent, width)]
+                shape_of = (lambda a, b: (b - a, k)) if kind == "rows" else (lambda a, b: (n, b - a))
+                work = [torch.empty(shape_of(0, width), device=dev, dtype=torch.bfloat16) for _ in range(2)]
+
+                def slot(s):  # slice s's part of its workspace
+                    a, b = bounds[s]
+                    return work[s % 2][: b - a] if kind == "rows" else work[s % 2][:, : b - a]
+
+                def expand(i, s):
+                    a, b = bounds[s]
+                    slot(s).copy_(packed[i][a:b] if kind == "rows" else packed[i][:, a:b])
+
+                def gemm(s):
+                    a, b = bounds[s]
+                    if kind == "rows":
+                        torch.mm(slot(s), x.t(), out=yt[a:b])
+                    elif s == 0:
+                        torch.mm(slot(s), x[:, a:b].t(), out=yt)
+                    else:
+                        yt.addmm_(slot(s), x[:, a:b].t())
 
                 def gemm_only(i):
-                    for s, (r0, r1) in enumerate(bounds):
-                        torch.mm(work[s % 2][: r1 - r0], x.t(), out=yt[r0:r1])
+                    for s in range(len(bounds)):
+                        gemm(s)
 
                 def expand_only(i):
-                    for s, (r0, r1) in enumerate(bounds):
-                        work[s % 2][: r1 - r0].copy_(packed[i][r0:r1])
+                    for s in range(len(bounds)):
+                        expand(i, s)
 
                 def serial(i):
-                    for s, (r0, r1) in enumerate(bounds):
-                        work[s % 2][: r1 - r0].copy_(packed[i][r0:r1])
-                        torch.mm(work[s % 2][: r1 - r0], x.t(), out=yt[r0:r1])
+                    for s in range(len(bounds)):
+                        expand(i, s)
+                        gemm(s)
 
                 def overlapped(i):
                     main = torch.cuda.current_stream()
@@ -100,29 +125,30 @@ def main():
                     done = [torch.cuda.Event() for _ in bounds]
                     side.wait_stream(main)
                     with torch.cuda.stream(side):
-                        work[0][: bounds[0][1]].copy_(packed[i][: bounds[0][1]])
+                        expand(i, 0)
                         ready[0].record(side)
-                    for s, (r0, r1) in enumerate(bounds):
+                    for s in range(len(bounds)):
                         if s + 1 < len(bounds):
-                            q0, q1 = bounds[s + 1]
                             with torch.cuda.stream(side):
                                 if s >= 1:
                                     side.wait_event(done[s - 1])  # workspace (s + 1) % 2 is free again
-                                work[(s + 1) % 2][: q1 - q0].copy_(packed[i][q0:q1])
+                                expand(i, s + 1)
                                 ready[s + 1].record(side)
                         main.wait_event(ready[s])
-                        torch.mm(work[s % 2][: r1 - r0], x.t(), out=yt[r0:r1])
+                        gemm(s)
                         done[s].record(main)
                     main.wait_stream(side)
 
                 times = {name: graph_time_us(fn, calls, args.repeats)
                          for name, fn in (("slices", gemm_only), ("expand", expand_only), ("serial", serial),
                                           ("overlapped", overlapped))}
-                print(f"  rows {rows:5d} ({rows * k * 2 / 2**20:.0f} MiB per workspace): "
+                mib = work[0].numel() * 2 / 2**20
+                print(f"  {kind} {width:5d} ({mib:.0f} MiB per workspace): "
                       + ", ".join(f"{name} {t:.2f}" for name, t in times.items())
                       + f" us; overlapped / full {times['overlapped'] / full:.3f}")
-                rows_out.append({"shape": shape, "m": m, "n": n, "k": k, "slice_rows": rows, "full_us": full,
-                                 **{f"{name}_us": t for name, t in times.items()}})
+                rows_out.append({"shape": shape, "m": m, "n": n, "k": k, "slice": kind, "width": width,
+                                 "full_us": full, **{f"{name}_us": t for name, t in times.items()}})
+                del work
             del x, yt
         del weights, packed
         torch.cuda.empty_cache()
