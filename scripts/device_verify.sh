@@ -6,7 +6,8 @@
 #   scripts/device_carried.sh 'VERIFY_STEPS="bench tests" VERIFY_BENCH="--m 17,24,32 ..." scripts/device_verify.sh'
 # Steps: tests (every GPU test, 4 gtest shards in parallel), bench (kbit bench --model all
 # $VERIFY_BENCH, then `kbit report speedups` of $VERIFY_REPORT), l2_slices
-# (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch).
+# (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch), cmd (any command, $VERIFY_CMD, in
+# the tree's root with the binaries under build-dev/, under $VERIFY_CMD_TIMEOUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kbit-out}
@@ -35,6 +36,10 @@ for step in ${VERIFY_STEPS:-tests}; do
       timeout "${VERIFY_L2_TIMEOUT:-150}" python3 bench/calibration/l2_slices.py ${VERIFY_L2_ARGS:-} \
         --json "$OUT/l2_slices.jsonl" > "$OUT/l2_slices.txt" 2>&1
       echo "rc=$?"; cat "$OUT/l2_slices.txt" ;;
+    cmd)
+      echo "== $VERIFY_CMD"
+      timeout "${VERIFY_CMD_TIMEOUT:-200}" bash -c "$VERIFY_CMD" > "$OUT/cmd.txt" 2>&1
+      echo "rc=$?"; tail -40 "$OUT/cmd.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done
