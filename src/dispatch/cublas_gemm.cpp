@@ -12,7 +12,7 @@ void check(cublasStatus_t s, const char* what) {
 }  // namespace
 
 // Row-major y = x W^T is column-major y^T = W x^T: A = W (K x N, transposed), B = x (K x M), D = y^T (N x M).
-LtGemm::LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias, int64_t ldc)
+LtGemm::LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias)
     : residual_(residual), bias_(bias) {
   KBIT_REQUIRE(dtype == DType::bf16 || dtype == DType::f16, "cuBLAS GEMM: dtype must be BF16 or F16");
   const cudaDataType_t t = dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -29,7 +29,7 @@ LtGemm::LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool
   }
   check(cublasLtMatrixLayoutCreate(&a_, t, uint64_t(k), uint64_t(n), k), "layout A");
   check(cublasLtMatrixLayoutCreate(&b_, t, uint64_t(k), uint64_t(m), k), "layout B");
-  check(cublasLtMatrixLayoutCreate(&c_, t, uint64_t(n), uint64_t(m), ldc > 0 ? ldc : n), "layout C");
+  check(cublasLtMatrixLayoutCreate(&c_, t, uint64_t(n), uint64_t(m), n), "layout C");
   cublasLtMatmulPreference_t pref;
   check(cublasLtMatmulPreferenceCreate(&pref), "preference");
   const size_t ws = kLtWorkspaceBytes;

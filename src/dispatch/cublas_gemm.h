@@ -18,13 +18,12 @@ inline constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 
 class LtGemm {
  public:
-  // ldc: the row stride of y and the residual (0: n, contiguous).
-  LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false, int64_t ldc = 0);
+  LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // r (bias) may be null when constructed without a residual (bias); x and w contiguous.
+  // r (bias) may be null when constructed without a residual (bias); all contiguous.
   void run(const void* x, const void* w, const void* r, const void* bias, void* y, void* workspace,
            size_t workspace_bytes, cudaStream_t stream) const;
   const std::string& config() const { return config_; }

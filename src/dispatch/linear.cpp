@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -423,19 +422,7 @@ LinearWorkspace::LinearWorkspace(const Limits& l) : limits_(l), impl_(std::make_
   if (l.dequant_path) {
     impl_->dequant = Buffer::allocate(Memory::device, size_t(l.max_n * l.max_k) * 2);
     impl_->lt_workspace = Buffer::allocate(Memory::device, detail::kLtWorkspaceBytes);
-    if (const char* env = std::getenv("KBIT_DEQUANT_SLICE_ROWS"); env && std::atoll(env) > 0) {
-      impl_->slice_rows = ceil_div(std::atoll(env), 16) * 16;
-      check_cuda_call(cudaStreamCreateWithFlags(&impl_->side, cudaStreamNonBlocking), "LinearWorkspace: slice stream");
-      impl_->slice_events.resize(size_t(2 + 2 * ceil_div(l.max_n, impl_->slice_rows)));
-      for (auto& e : impl_->slice_events)
-        check_cuda_call(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "LinearWorkspace: slice events");
-    }
   }
-}
-
-LinearWorkspace::Impl::~Impl() {
-  for (auto e : slice_events) cudaEventDestroy(e);
-  if (side) cudaStreamDestroy(side);
 }
 
 LinearWorkspace::~LinearWorkspace() = default;
@@ -480,10 +467,10 @@ void detail::run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w
                          const void* residual, const void* bias, cudaStream_t stream) {
   auto& impl = ws.impl();
   KBIT_REQUIRE(impl.lt_workspace.size() > 0, "the cuBLASLt path needs a workspace created with dequant_path");
-  const int64_t m = x.rows, n = y.cols, k = x.cols, ldc = y.stride();
-  const auto key = std::make_tuple(m, n, k, ldc, int(x.dtype), residual != nullptr, bias != nullptr);
+  const int64_t m = x.rows, n = y.cols, k = x.cols;
+  const auto key = std::make_tuple(m, n, k, int(x.dtype), residual != nullptr, bias != nullptr);
   auto& gemm = impl.gemms[key];
-  if (!gemm) gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr, ldc);
+  if (!gemm) gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr);
   gemm->run(x.data, w, residual, bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
 }
 
@@ -513,55 +500,6 @@ cuda::detail::FusedArgs detail::fused_args(const QuantizedMatrix& w, const Tenso
   // kernel always uses PDL: its weight loads overlap the rotation of x.
   a.pdl = w.rotation().has_value();
   return a;
-}
-
-// Experiment: dequantize + cuBLASLt in slices of slice_rows rows of W (whole stripes) through two
-// halves of the dequantize workspace, slice s + 1 dequantized on the side stream beside slice s's GEMM,
-// so that the bf16 weights can stay in L2 (NOTES, sixty-fifth session; bench/calibration/l2_slices.py).
-void detail::sliced_dequant_gemm(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,
-                                 const LinearOptions& o, LinearWorkspace& ws, cudaStream_t stream) {
-  auto& impl = ws.impl();
-  const int64_t n = w.rows(), k = w.cols(), rows = impl.slice_rows;
-  const int64_t slices = ceil_div(n, rows);
-  KBIT_REQUIRE(int64_t(impl.slice_events.size()) >= 2 + 2 * slices, "sliced dequantize: too few events");
-  cudaEvent_t fork = impl.slice_events[0], join = impl.slice_events[1];
-  auto ready = [&](int64_t s) { return impl.slice_events[size_t(2 + 2 * s)]; };
-  auto done = [&](int64_t s) { return impl.slice_events[size_t(3 + 2 * s)]; };
-  uint16_t* halves[2] = {static_cast<uint16_t*>(impl.dequant.data()),
-                         static_cast<uint16_t*>(impl.dequant.data()) + rows * k};
-  const Geometry g = w.geometry();
-  auto dequantize_slice = [&](int64_t s) {
-    cuda::detail::OperandDequantArgs a;
-    set_mma16_weight(a, w, x.dtype);
-    const int64_t s0 = s * rows / 16, s1 = std::min<int64_t>(int64_t(g.stripes()), (s + 1) * rows / 16);
-    a.words += s0 * g.supertiles() * w.bits() * 32;
-    a.scales += s0 * g.supertiles() * 8;
-    a.stripes = int(s1 - s0);
-    a.out = halves[s % 2], a.ld = k;
-    a.rows = int(std::min(n, (s + 1) * rows) - s * rows), a.cols = int(k);
-    a.vec = k % 8 == 0;
-    cuda::detail::launch_dequantize_operand(w.bits(), a, x.dtype, impl.side);
-    check_cuda_call(cudaEventRecord(ready(s), impl.side), "sliced dequantize: record");
-  };
-  check_cuda_call(cudaEventRecord(fork, stream), "sliced dequantize: fork");
-  check_cuda_call(cudaStreamWaitEvent(impl.side, fork), "sliced dequantize: fork");
-  dequantize_slice(0);
-  const size_t esize = 2;
-  for (int64_t s = 0; s < slices; ++s) {
-    if (s + 1 < slices) {
-      if (s >= 1) check_cuda_call(cudaStreamWaitEvent(impl.side, done(s - 1)), "sliced dequantize: wait");
-      dequantize_slice(s + 1);
-    }
-    check_cuda_call(cudaStreamWaitEvent(stream, ready(s)), "sliced dequantize: wait");
-    const int64_t r0 = s * rows, r1 = std::min(n, r0 + rows);
-    const MutableTensorView ys{static_cast<uint8_t*>(y.data) + r0 * esize, y.dtype, y.rows, r1 - r0, y.stride()};
-    const void* res = o.residual.data ? static_cast<const uint8_t*>(o.residual.data) + r0 * esize : nullptr;
-    const void* bias = o.bias ? static_cast<const uint8_t*>(o.bias) + r0 * esize : nullptr;
-    detail::run_lt_gemm(ws, x, halves[s % 2], ys, res, bias, stream);
-    check_cuda_call(cudaEventRecord(done(s), stream), "sliced dequantize: record");
-  }
-  check_cuda_call(cudaEventRecord(join, impl.side), "sliced dequantize: join");
-  check_cuda_call(cudaStreamWaitEvent(stream, join), "sliced dequantize: join");
 }
 
 void detail::dequantize_operand(const QuantizedMatrix& w, const MutableTensorView& out, cudaStream_t stream) {
@@ -670,11 +608,6 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
     plan = plan_linear(m, n, k, w.bits(), fused);
   }
 
-  if (plan.path == LinearPath::dequant_cublas && impl.slice_rows > 0 && w.layout() == Layout::mma16 &&
-      2 * impl.slice_rows <= lim.max_n && impl.slice_rows < n) {
-    detail::sliced_dequant_gemm(w, x, y, o, ws, stream);
-    return;
-  }
   if (plan.path == LinearPath::dequant_cublas) {
     MutableTensorView wd{impl.dequant.data(), x.dtype, n, k};
     if (w.layout() == Layout::mma16) {

@@ -6,7 +6,6 @@
 #include <memory>
 #include <string_view>
 #include <tuple>
-#include <vector>
 
 #include "cuda/linear/dequant_operand.h"
 #include "cuda/linear/fused_args.h"
@@ -23,14 +22,7 @@ struct LinearWorkspace::Impl {
   int64_t tile_partial_slots = 0;
   Buffer gemv_pieces, gemv_counters;  // the GEMV's split-stripe partial sums and per-stripe counters
   int64_t gemv_piece_floats = 0, gemv_counter_count = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
-  // Experiment (KBIT_DEQUANT_SLICE_ROWS, read when the workspace is made): dequantize + cuBLASLt in row
-  // slices through two L2-sized halves of `dequant`, the next slice's dequantize on `side` beside the
-  // current slice's GEMM. Off (0) by default.
-  int64_t slice_rows = 0;
-  cudaStream_t side = nullptr;
-  std::vector<cudaEvent_t> slice_events;  // fork, join, then ready / done per slice
-  ~Impl();
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
 };
 
 namespace detail {
@@ -55,9 +47,6 @@ void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const 
 // where possible) as the GEMM operand of the dequant_cublas path: the fused kernels' decoded
 // values (codebook and block scale in out's type, one rounding of their product).
 void dequantize_operand(const QuantizedMatrix& w, const MutableTensorView& out, cudaStream_t stream);
-// Experiment (LinearWorkspace::Impl::slice_rows): the dequant_cublas path in row slices on two streams.
-void sliced_dequant_gemm(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,
-                         const LinearOptions& o, LinearWorkspace& ws, cudaStream_t stream);
 // The GEMV's arguments for W (mma16) and x, y: pointers, sizes, geometry, the normalised
 // codebook and the workspace's split-stripe buffers.
 cuda::detail::GemvArgs gemv_args(const QuantizedMatrix& w, const TensorView& x, const MutableTensorView& y,

@@ -7,11 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
-#include <string>
-#include <utility>
 
 #include "kbit/cpu.h"
 #include "kbit/cuda.h"
@@ -45,16 +42,6 @@ Quantized quantize_host(const HostMatrix& w, int bits) {
 }
 Quantized quantize_random(int64_t n, int64_t k, int bits, uint64_t seed) {
   return quantize_host(random_matrix(n, k, DType::f32, seed, 0.02f, 0.001), bits);
-}
-
-// fp64 x W^T + r + b (r [M, N], b [1, N]), row-major.
-std::vector<double> reference_with_epilogue(const HostMatrix& x, const Quantized& q, const HostMatrix& r,
-                                            const HostMatrix& b) {
-  std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
-  const int64_t m = r.rows, n = r.cols;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
-  return ref;
 }
 
 TEST(GpuMma16, RepackAndDequantizeAreBitExactWithTheCpu) {
@@ -599,7 +586,9 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
         const HostMatrix x = random_matrix(m, k, dt, 7, 1.0f, 0.0, ldx);
         const HostMatrix r = random_matrix(m, n, dt, 8);
         const HostMatrix b = random_matrix(1, n, dt, 9);
-        const std::vector<double> ref = reference_with_epilogue(x, q, r, b);
+        std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) ref[size_t(i * n + j)] += double(r.at(i, j)) + double(b.at(0, j));
         Buffer xd = upload(x), rd = upload(r), bd = upload(b);
         for (LinearItems items :
              {LinearItems::automatic, LinearItems::cta, LinearItems::warp, LinearItems::stripes, LinearItems::wgmma,
@@ -630,64 +619,6 @@ TEST(GpuLinear, BiasResidualAndStridedViews) {
         EXPECT_LE(relative_error(dt, download16(yd.data(), size_t(m * n)), ref, m * n), tolerance(dt)) << "in place";
       }
     }
-}
-
-// The experimental sliced dequantize + cuBLASLt schedule (KBIT_DEQUANT_SLICE_ROWS, read when a
-// workspace is made): row slices of W dequantized on a side stream into two halves of the
-// workspace, each slice's GEMM writing its columns of y. Slices of 48 rows over N = 300 (a partial
-// last slice and a partial last stripe) and N = 100, with bias and residual and a padded y, on a
-// stream and replayed from a graph (the side stream joins the capture).
-TEST(GpuLinear, SlicedDequantCublasExperiment) {
-  KBIT_SKIP_WITHOUT_GPU();
-  const char* old = std::getenv("KBIT_DEQUANT_SLICE_ROWS");
-  const std::string saved = old ? old : "";
-  ::setenv("KBIT_DEQUANT_SLICE_ROWS", "40", 1);  // rounded up to 48 rows (whole stripes)
-  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{300, 5152}, {100, 96}}) {
-    const int64_t m = 33;
-    LinearWorkspace ws({m, n, k, true});
-    for (int bits : {2, 3, 4, 5})
-      for (DType dt : {DType::f16, DType::bf16}) {
-        const Quantized q = quantize_random(n, k, bits, 1300 + bits);
-        const HostMatrix x = random_matrix(m, k, dt, 17);
-        const HostMatrix r = random_matrix(m, n, dt, 18);
-        const HostMatrix b = random_matrix(1, n, dt, 19);
-        const std::vector<double> ref = reference_with_epilogue(x, q, r, b);
-        Buffer xd = upload(x), rd = upload(r), bd = upload(b);
-        Buffer yd = Buffer::allocate(Memory::device, size_t(m * n) * 2);
-        LinearOptions o;
-        o.path = LinearPath::dequant_cublas;
-        o.bias = bd.data();
-        o.residual = TensorView{rd.data(), dt, m, n};
-        const std::string what = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits) + " " +
-                                 std::string(dtype_name(dt));
-        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
-        linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, o);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-        const auto first = download16(yd.data(), size_t(m * n));
-        EXPECT_LE(relative_error(dt, first, ref, m * n), tolerance(dt)) << what;
-        cudaStream_t s;
-        ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        ASSERT_EQ(cudaMemset(yd.data(), 0xff, yd.size()), cudaSuccess);
-        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-        for (int i = 0; i < 2; ++i)
-          linear(TensorView{xd.data(), dt, m, k}, q.device_mma16, MutableTensorView{yd.data(), dt, m, n}, ws, s, o);
-        ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess) << what;
-        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << what;
-        for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
-        EXPECT_EQ(download16(yd.data(), size_t(m * n)), first) << what << ": graph replay";
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        cudaStreamDestroy(s);
-      }
-  }
-  if (old) {
-    ::setenv("KBIT_DEQUANT_SLICE_ROWS", saved.c_str(), 1);
-  } else {
-    ::unsetenv("KBIT_DEQUANT_SLICE_ROWS");
-  }
 }
 
 TEST(GpuLinear, BitIdenticalRunToRunAndUnderGraphCapture) {
