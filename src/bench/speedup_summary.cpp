@@ -38,15 +38,16 @@ SpeedupSummary summarize_speedups(const std::vector<std::string>& json_lines, co
     e.us = j.value("median_us", 0.0);
     e.usable = !has_error && j.value("valid", false) && e.us > 0;
     e.why = has_error ? j["error"].get<std::string>() : e.usable ? "" : "invalid result";
-    const int bits = be == baseline ? 0 : j.value("bits", 0);
-    rows[{shape, m, bits, be}] = e;
+    rows[{shape, m, j.value("bits", 0), be}] = e;
   }
   SpeedupSummary s;
   for (const auto& [key, e] : rows) {
     const auto& [shape, m, bits, be] = key;
     if (be != backend) continue;
     const std::string what = shape + " M=" + std::to_string(m) + " k=" + std::to_string(bits);
-    const auto base = rows.find({shape, m, 0, baseline});
+    // A quantized baseline (another kbit backend) pairs with the same k; a bf16 one (bits 0: cuBLAS) with every k.
+    auto base = rows.find({shape, m, bits, baseline});
+    if (base == rows.end()) base = rows.find({shape, m, 0, baseline});
     if (base == rows.end() || !base->second.usable) {
       s.notes.push_back(what + ": left out (no usable " + baseline + " row)");
       continue;

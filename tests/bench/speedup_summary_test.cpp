@@ -44,6 +44,25 @@ TEST(SpeedupSummary, CountsWinsPerModelAndMAndMergesReRuns) {
   EXPECT_NE(t.find("launch failed"), std::string::npos) << t;
 }
 
+// A kbit backend as the baseline (tuned against untuned plans): each k pairs with the baseline's row
+// of the same k, not with whichever of its k came last.
+TEST(SpeedupSummary, AQuantizedBaselinePairsByBits) {
+  const std::vector<std::string> lines = {
+      row("toy.q", 24, "kbit_linear", 2, 10.0), row("toy.q", 24, "kbit_linear_untuned", 2, 12.5),
+      row("toy.q", 24, "kbit_linear", 5, 20.0), row("toy.q", 24, "kbit_linear_untuned", 5, 16.0),
+      row("toy.o", 24, "kbit_linear", 4, 8.0),  // no untuned row: not a case
+      row("toy.k", 24, "kbit_linear_untuned", 3, 4.0),  // no tuned row of k = 3: left out, noted
+  };
+  const SpeedupSummary s = summarize_speedups(lines, "kbit_linear_untuned", "kbit_linear", 4096);
+  EXPECT_EQ(s.cases, 2);
+  EXPECT_EQ(s.faster, 1);
+  const SpeedupCell& c = s.by_model_m.at({"toy", 24});
+  ASSERT_EQ(c.speedups.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.speedups[0], 10.0 / 12.5);  // k = 2 against k = 2
+  EXPECT_DOUBLE_EQ(c.speedups[1], 20.0 / 16.0);  // k = 5 against k = 5
+  EXPECT_EQ(s.notes.size(), 1u);
+}
+
 TEST(SpeedupSummary, BadLinesAreClearErrors) {
   EXPECT_THROW(summarize_speedups({"not json"}, "kbit_linear", "cublas_bf16", 16), Error);
   EXPECT_THROW(summarize_speedups({"{\"m\":1}"}, "kbit_linear", "cublas_bf16", 16), Error);
