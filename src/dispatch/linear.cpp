@@ -293,9 +293,8 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
   // stripes than SMs (and at least kSmallShuffleMinStripes) takes cta_shuffle items without a split;
   // kSmallCtaMinStripes..2 x SMs stripes (at k = 2, 3 up to the SMs) over 8..kShuffleMaxSupertiles supertiles
   // CTA items of 8 warps (cta_shuffle where the shuffle rule below says), one 32-token tile past the SMs in
-  // stripes; the rest
-  // stripes items, of one 32-token tile and 8 warps past twice the SMs in stripes, else two token tiles
-  // and 4 warps up to kShuffleMaxSupertiles of K (8 above), split to about one CTA item per SM
+  // stripes; the rest stripes items, of one 32-token tile and 8 warps past twice the SMs in stripes, else two
+  // token tiles and 4 warps up to kShuffleMaxSupertiles of K (8 above), split to about one CTA item per SM
   // (small_stripes_splits).
   const bool small_m32 = small && m > 16 && m <= detail::kDefaultFusedMaxM;
   const bool small_m32_shuffle = small_m32 && bits == 5 && stripes <= sms && stripes >= detail::kSmallShuffleMinStripes;

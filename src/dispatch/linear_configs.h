@@ -123,7 +123,10 @@ inline constexpr int64_t kSmallShuffleMinStripes = 64;
 // bench/results/h200-untuned-m17-512-session64.txt) in its first form, without the upper bounds: 0.89-1.02x the
 // tuned plans' time on Qwen3 2048 x 2048 (all k) and 4096 x 2048 (k = 4, 5), but 1.38-1.53x on 4096 x 2048 at
 // k = 2, 3 and 1.39-2.10x on glm47 moe_dn (320 stripes, all k), whose tuned plans are stripes items with 2-4
-// splits; the bounds keep it to the first kind. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2, 3, 5)
+// splits; the bounds keep it to the first kind. With the bounds (H200, 2026-12-05, sixty-fifth session,
+// bench/results/h200-untuned-m17-32-mended-session65.txt) all untuned small-W plans at M = 17..32 run 1.03x the
+// tuned time by geomean (1.08-1.09x before), moe_dn exactly its tuned plan; left behind: glm47 moe_gu
+// (long K, 192 stripes) 1.23-1.53x and Qwen3 4096 x 2048 at k = 2, 3 1.11-1.16x. The H200 table's M = 32 plans for Qwen3 2048 x 2048 (k = 2, 3, 5)
 // and 4096 x 2048 (k = 4, 5) are these very plans, and they ran 1.34-1.43x faster than the second fit's stripes
 // items in the timing above; 2048 x 2048 at k = 4 takes cta_shuffle here where the table has cta (0.89x the
 // table's time at M = 32).
