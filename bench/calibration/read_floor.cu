@@ -13,6 +13,8 @@
 // (parameters, A rows, epilogue): bench/results/h200-read-floor-ring-parts-session30.txt; both
 // modes of this version (the cv4cta rows): bench/results/h200-read-floor-and-dense-tests-session32.txt
 // (bare ring 12.95-13.1 us, all pieces 13.63, the real kernel 13.93 at M = 1 on that machine).
+// `READ_FLOOR_BEST=1 ./read_floor BYTES`: the fastest plain read of BYTES over a sweep of grid-stride
+// and chunked reads, the ceiling for a kernel that reads them once per call (issue 4's M = 1 target).
 // `READ_FLOOR_GEMV_GAP=1 ./read_floor BYTES`: the GEMV's ring against batches of the same units
 // (read_warp_batches) and grid-stride reads, side by side; batches gained at most 3-5%, not at
 // both sizes (bench/results/h200-read-floor-gemv-gap-session34.txt).
@@ -364,6 +366,7 @@ int main(int argc, char** argv) {
   for (auto& x : b) { CK(cudaMalloc(&x, bytes)); CK(cudaMemset(x, 1, bytes)); }
   unsigned* out; CK(cudaMalloc(&out, 4));
   cudaStream_t s; CK(cudaStreamCreate(&s));
+  float last_median_us = 0;
   auto bench = [&](const char* name, auto launch) -> int {
     cudaGraph_t g; cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -376,7 +379,8 @@ int main(int argc, char** argv) {
       float ms; cudaEventElapsedTime(&ms, e0, e1); t.push_back(ms * 1000 / calls);
     }
     std::sort(t.begin(), t.end());
-    printf("%-36s %8.2f us  %5.2f TB/s\n", name, t[t.size() / 2], bytes / (t[t.size() / 2] * 1e6));
+    last_median_us = t[t.size() / 2];
+    printf("%-36s %8.2f us  %5.2f TB/s\n", name, last_median_us, bytes / (last_median_us * 1e6));
     return 0;
   };
   int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -412,6 +416,42 @@ int main(int argc, char** argv) {
       kern<<<448, 32 * W, smem, s>>>(ra, reinterpret_cast<const char*>(p));
     });
   };
+  // READ_FLOOR_BEST=1 ./read_floor BYTES: the fastest plain read of BYTES we have, as the ceiling
+  // for any kernel that must read them once per call (issue 4's M = 1 bandwidth target, its small
+  // projections): grid-stride and contiguous-chunk reads over a sweep of grids and loads in
+  // flight, then the best of them and the empty kernel in the same graph form.
+  if (std::getenv("READ_FLOOR_BEST")) {
+    float best = 1e30f;
+    char best_name[64] = "";
+    auto keep = [&] {
+      if (last_median_us < best) best = last_median_us, snprintf(best_name, 64, "%s", name);
+    };
+    auto grid_stride = [&](auto u, int ctas) {
+      constexpr int U = decltype(u)::value;
+      snprintf(name, 64, "grid-stride U=%d grid=%d", U, ctas);
+      bench(name, [&](uint4* p) { read_kernel<U><<<ctas, 256, 0, s>>>(p, n, out); });
+      keep();
+    };
+    auto chunks = [&](auto u, int ctas) {
+      constexpr int U = decltype(u)::value;
+      snprintf(name, 64, "chunks U=%d ctas=%d", U, ctas);
+      bench(name, [&](uint4* p) { read_chunks<U><<<ctas, 256, 0, s>>>(p, n, out); });
+      keep();
+    };
+    for (int per_sm : {1, 2, 3, 4, 6, 8}) {
+      grid_stride(IC(2), sms * per_sm);
+      grid_stride(IC(4), sms * per_sm);
+      grid_stride(IC(8), sms * per_sm);
+    }
+    for (int per_sm : {2, 4, 8}) {
+      chunks(IC(4), sms * per_sm);
+      chunks(IC(8), sms * per_sm);
+    }
+    bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
+    printf("best plain read: %.0f bytes in %.2f us, %.2f TB/s (%s); empty kernel %.2f us\n", double(bytes), best,
+           bytes / (best * 1e6), best_name, last_median_us);
+    return 0;
+  }
   if (std::getenv("READ_FLOOR_GEMV_GAP")) {  // READ_FLOOR_GEMV_GAP=1 ./read_floor 33400000
     auto batches = [&](auto u, auto order, auto plain, int ctas_per_sm, int warps) {
       constexpr int U = decltype(u)::value, O = decltype(order)::value;
