@@ -118,7 +118,9 @@ class SkinnyBackend : public Backend {
     w_.push_back(upload(in.w->data(), in.w->size() * 2));
     for (int i = 1; i < sets; ++i) w_.push_back(copy_of(w_[0]));
     m_ = in.c.m, n_ = in.c.n, k_ = in.c.k, residual_ = in.c.residual;
-    plan_ = plan_skinny(m_, n_, k_);
+    SkinnyOptions o;
+    o.pdl = pdl_;  // the plan a PDL launch takes (the table's PDL entries first)
+    plan_ = plan_skinny(m_, n_, k_, o);
   }
   void launch(cudaStream_t s, int set) override {
     SkinnyOptions o;

@@ -58,25 +58,54 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   p.source = forced ? "forced" : c ? "table" : "heuristic";
   // Planning without a GPU (host tests) assumes the H200's 132 SMs.
   const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;
-  // Untuned default: the streaming kernel's async loader up to M = 16 (H200, commit
-  // 8c06927, N = 7168, K = 3584: 15.2 / 16.1 / 19.9 us at M = 1 / 8 / 16 against the ring's
-  // 17.4 / 18.1-19.1 / 20.0), the ring above, and at M = 9-16 on weights of 48 M elements
-  // or more, where the ring's 32-row CTAs share A better (dense projections at e6fa8bc
-  // against 4604268, M = 16: glm47 q 46.9 against 36.4 us, o 42.3 / 40.9, shared_gu
-  // 71.7 / 68.5; below 48 M the async loader was as fast or faster: Kimi 19.7 / 20.0).
-  const bool large_at_two_tiles = p.n_tiles == 2 && n * k >= int64_t(48) << 20;
-  const SkinnyLoader fallback = p.n_tiles <= 2 && !large_at_two_tiles ? SkinnyLoader::async : SkinnyLoader::tma;
+  // Untuned default: the streaming kernel's async loader up to M = 16 with 4 warps and
+  // rings of two tiles, the TMA ring above. Tile width: 128 columns at one token tile. At two
+  // token tiles a 128-column ring takes 64 KB per CTA, three CTAs per SM, so 64 columns where
+  // the grid would not fit in one wave at three per SM (Kimi-K3's 448 CTAs: two waves) or where a
+  // warp would get fewer than 8 batches of 128 columns (a short pipeline), and 64 with two stripes
+  // (32-row CTAs, half the A traffic per byte of W) on weights of 48 M elements or more, where
+  // the ring used to run. Measured on an H100, which has no tuned entries (2026-12-05, every
+  // dense projection at M = 9 and 16 against the former 128 columns and the ring on large W,
+  // two rounds; bench/results/h100-ab-skinny-untuned-tiles-session66.txt): 0.73x the time on
+  // Kimi-K3 (19.3-19.5 us against 26.5-26.9; cuBLAS addmm 20.4-20.6), 0.86-0.90x on Qwen3's
+  // K = 512 and N = 512 shapes, 0.95-0.97x on glm47 q / o / shared_dn; glm47 moe_gu (ten 128-column
+  // batches per warp) was 5% slower with 64, so it keeps 128. At one token tile 64 columns were
+  // 3% slower by geomean (up to 9%). The H200's tuned entries at M = 9-16 are all 64 columns.
+  const SkinnyLoader fallback = p.n_tiles <= 2 ? SkinnyLoader::async : SkinnyLoader::tma;
   p.loader = o.loader != SkinnyLoader::automatic ? o.loader : c ? c->loader : fallback;
   const bool ring = p.loader == SkinnyLoader::tma, async = p.loader == SkinnyLoader::async;
   // The ring's default (the H200 sweep over N = 7168, K = 3584, commit 22abcfa: the best
   // shapes at M = 1, 8, 16 are all 3 slots of 256 columns): 4 consumer warps, 32 rows per
-  // CTA where that still gives every SM a CTA, else 16. The streaming kernel's: 4 warps, 16
-  // rows; async: rings of two 128-column tiles (the best at M = 1, 8 and 16, 8c06927);
-  // registers and staged: two 64-column batches in flight.
+  // CTA where that still gives every SM a CTA, else 16. Registers and staged: two 64-column
+  // batches in flight.
+  const bool wide_groups = (n + 31) / 32 >= sms;
+  const bool large_at_two_tiles = async && p.n_tiles == 2 && n * k >= int64_t(48) << 20 && wide_groups;
   p.warps = o.warps ? o.warps : c ? c->warps : 4;
-  p.stripes = o.stripes ? o.stripes : c ? c->stripes : ring && (n + 31) / 32 >= sms ? 2 : 1;
+  p.stripes = o.stripes ? o.stripes : c ? c->stripes : (ring && wide_groups) || large_at_two_tiles ? 2 : 1;
   p.stages = o.stages ? o.stages : c ? c->stages : ring ? 3 : 2;
-  p.kslice = o.kslice ? o.kslice : c ? c->kslice : ring ? 256 : async ? 128 : 64;
+  // Split K over a cluster until the grid covers every SM, keeping at least two ring slots of
+  // columns per split (two batches per warp in the streaming kernel).
+  auto row_groups = [&] { return (n + 16 * p.stripes - 1) / (16 * p.stripes); };
+  auto default_splits = [&](int64_t kslice) {
+    auto room = [&](int64_t s) { return k >= 2 * kslice * (ring ? 1 : p.warps) * 2 * s; };
+    int64_t s = 1;
+    while (s < 8 && row_groups() * s < sms && room(s)) s *= 2;
+    return s;
+  };
+  if (o.kslice || c) {
+    p.kslice = o.kslice ? o.kslice : c->kslice;
+  } else if (ring) {
+    p.kslice = 256;
+  } else if (!async || large_at_two_tiles) {
+    p.kslice = 64;
+  } else if (p.n_tiles == 1) {
+    p.kslice = 128;
+  } else {
+    // Two token tiles: 128 columns where three CTAs per SM hold the grid and each warp keeps 8
+    // batches, with the splits the 128-column plan would take.
+    const int64_t splits = default_splits(128), ctas = row_groups() * splits;
+    p.kslice = ctas <= 3 * sms && k / splits >= int64_t(8) * 128 * p.warps ? 128 : 64;
+  }
   // The unit that a split must not leave empty: a 32-column step (ring) or a batch
   // (streaming kernel).
   const int64_t unit = ring ? 32 : p.kslice, k_steps = (k + unit - 1) / unit;
@@ -84,11 +113,7 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
     p.splits = o.splits ? o.splits : c->splits;
     cuda::detail::check_skinny_shape(cuda::detail::skinny_shape_of(p));  // a bad request is an error before it is trimmed
   } else {
-    // Split K over a cluster until the grid covers every SM, keeping at least two ring
-    // slots of columns per split (two batches per warp in the streaming kernel).
-    const int64_t groups = (n + 16 * p.stripes - 1) / (16 * p.stripes);
-    auto room = [&] { return ring ? k >= int64_t(2) * p.kslice * 2 * p.splits : k >= int64_t(2) * p.kslice * p.warps * 2 * p.splits; };
-    while (p.splits < 8 && groups * p.splits < sms && room()) p.splits *= 2;
+    p.splits = int(default_splits(p.kslice));
   }
   // Never an empty split: each CTA of a cluster needs at least one step (batch).
   while (p.splits > 1 && p.splits > k_steps) p.splits /= 2;

@@ -293,10 +293,17 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   // Untuned (no GPU here, so no table): the async streaming kernel up to M = 16, the ring above.
   EXPECT_EQ(plan_skinny(1, 7168, 3584).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
   EXPECT_EQ(plan_skinny(17, 7168, 3584).describe(), "w=4,r=2,p=3,c=256,s=1");
-  // M = 9-16 on large weights (glm47 q: 12288 x 5120): the ring.
-  EXPECT_EQ(plan_skinny(16, 12288, 5120).loader, SkinnyLoader::tma);
-  EXPECT_EQ(plan_skinny(8, 12288, 5120).loader, SkinnyLoader::async);
-  EXPECT_EQ(plan_skinny(16, 3072, 5120).loader, SkinnyLoader::async);
+  // Two token tiles: 64-column tiles where 128 would not hold the grid in one wave at three CTAs
+  // per SM (Kimi-K3's 448) or would leave a warp fewer than 8 batches (glm47 kv: two splits of
+  // 2560 columns); 128 where both hold (glm47 moe_gu, 192 CTAs, 10 batches per warp).
+  const SkinnyPlan kimi16 = plan_skinny(16, 7168, 3584);
+  EXPECT_EQ(kimi16.describe(), "l=async,w=4,r=1,p=2,c=64,s=1");
+  EXPECT_LE(4 * cuda::detail::skinny_shared_bytes(cuda::detail::skinny_shape_of(kimi16), 16), size_t(228) << 10);
+  EXPECT_EQ(plan_skinny(9, 2048, 5120).describe(), "l=async,w=4,r=1,p=2,c=64,s=2");
+  EXPECT_EQ(plan_skinny(16, 3072, 5120).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
+  // Large weights (glm47 q: 12288 x 5120) at M = 9-16: async with two stripes (384 CTAs of 32 rows).
+  EXPECT_EQ(plan_skinny(16, 12288, 5120).describe(), "l=async,w=4,r=2,p=2,c=64,s=1");
+  EXPECT_EQ(plan_skinny(8, 12288, 5120).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
   EXPECT_EQ(plan_skinny(1, 2048, 7168).stripes, 1);  // 64 groups of 32 rows would leave SMs idle
 }
 
