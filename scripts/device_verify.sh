@@ -6,7 +6,7 @@
 #   scripts/device_carried.sh 'VERIFY_STEPS="bench tests" VERIFY_BENCH="--m 17,24,32 ..." scripts/device_verify.sh'
 # Steps: tests (every GPU test, 4 gtest shards in parallel), bench (kbit bench --model all
 # $VERIFY_BENCH, then `kbit report speedups` of $VERIFY_REPORT), read_floor (the plain-read ceiling
-# at issue 4's and 6's byte counts, $VERIFY_READ_FLOOR_BYTES; READ_FLOOR_PDL=1 adds PDL chains), l2_slices
+# at issue 4's and 6's byte counts, $VERIFY_READ_FLOOR_BYTES), l2_slices
 # (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch), cmd (any command, $VERIFY_CMD, in
 # the tree's root with the binaries under build-dev/, under $VERIFY_CMD_TIMEOUT).
 set -uo pipefail
@@ -41,7 +41,7 @@ for step in ${VERIFY_STEPS:-tests}; do
       # The fastest plain read of each size (bench/calibration/read_floor.cu, READ_FLOOR_BEST): issue 4's
       # M = 1 byte counts of glm47 q / o / shared_dn and shared_gu at k = 2..5, its small projections, and
       # Kimi-K3's 51.4 MB. Built here with nvcc unless carried as build-dev/read_floor.
-      echo "== read_floor sweep (READ_FLOOR_PDL=${READ_FLOOR_PDL:-})"
+      echo "== read_floor sweep"
       [ -x build-dev/read_floor ] || nvcc -std=c++17 -O3 -arch=sm_90a bench/calibration/read_floor.cu -o build-dev/read_floor
       for b in ${VERIFY_READ_FLOOR_BYTES:-294912 688128 1179648 1376256 17694720 25559040 33423360 41287680 35389440 51118080 66846720 82575360 51380224}; do
         READ_FLOOR_BEST=1 timeout 60 build-dev/read_floor "$b"

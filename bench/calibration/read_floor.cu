@@ -14,8 +14,7 @@
 // modes of this version (the cv4cta rows): bench/results/h200-read-floor-and-dense-tests-session32.txt
 // (bare ring 12.95-13.1 us, all pieces 13.63, the real kernel 13.93 at M = 1 on that machine).
 // `READ_FLOOR_BEST=1 ./read_floor BYTES`: the fastest plain read of BYTES over a sweep of grid-stride
-// and chunked reads, the ceiling for a kernel that reads them once per call (issue 4's M = 1 target);
-// with READ_FLOOR_PDL=1 also the grid-stride reads chained with PDL (not yet run on a GPU).
+// and chunked reads, the ceiling for a kernel that reads them once per call (issue 4's M = 1 target).
 // `READ_FLOOR_GEMV_GAP=1 ./read_floor BYTES`: the GEMV's ring against batches of the same units
 // (read_warp_batches) and grid-stride reads, side by side; batches gained at most 3-5%, not at
 // both sizes (bench/results/h200-read-floor-gemv-gap-session34.txt).
@@ -28,11 +27,8 @@
 #include <type_traits>
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
 
-// PDL: launched with programmatic stream serialization, the next call may start at once and
-// issue its loads while this one streams; each waits for its predecessor only before its store.
-template <int U, bool PDL = false>
+template <int U>
 __global__ void __launch_bounds__(256) read_kernel(const uint4* __restrict__ p, size_t n, unsigned* out) {
-  if constexpr (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   unsigned acc = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -44,7 +40,6 @@ __global__ void __launch_bounds__(256) read_kernel(const uint4* __restrict__ p, 
     for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (; i < n; i += stride) { uint4 v = p[i]; acc ^= v.x ^ v.y ^ v.z ^ v.w; }
-  if constexpr (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
   if (acc == 0x12345678) out[0] = acc;
 }
 
@@ -455,32 +450,6 @@ int main(int argc, char** argv) {
     bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
     printf("best plain read: %.0f bytes in %.2f us, %.2f TB/s (%s); empty kernel %.2f us\n", double(bytes), best,
            bytes / (best * 1e6), best_name, last_median_us);
-    // READ_FLOOR_PDL=1 as well: the grid-stride reads chained with PDL (kbit_linear_pdl's form),
-    // the ceiling for calls in a decode step whose launch and first loads overlap the previous call.
-    if (std::getenv("READ_FLOOR_PDL")) {
-      best = 1e30f;
-      auto grid_stride_pdl = [&](auto u, int ctas) {
-        constexpr int U = decltype(u)::value;
-        snprintf(name, 64, "pdl grid-stride U=%d grid=%d", U, ctas);
-        bench(name, [&](uint4* p) {
-          cudaLaunchAttribute attr{};
-          attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-          attr.val.programmaticStreamSerializationAllowed = 1;
-          cudaLaunchConfig_t cfg{};
-          cfg.gridDim = dim3(unsigned(ctas)), cfg.blockDim = dim3(256), cfg.stream = s;
-          cfg.attrs = &attr, cfg.numAttrs = 1;
-          cudaLaunchKernelEx(&cfg, read_kernel<U, true>, static_cast<const uint4*>(p), n, out);
-        });
-        keep();
-      };
-      for (int per_sm : {1, 2, 3, 4, 6, 8}) {
-        grid_stride_pdl(IC(2), sms * per_sm);
-        grid_stride_pdl(IC(4), sms * per_sm);
-        grid_stride_pdl(IC(8), sms * per_sm);
-      }
-      printf("best PDL-chained read: %.0f bytes in %.2f us, %.2f TB/s (%s)\n", double(bytes), best, bytes / (best * 1e6),
-             best_name);
-    }
     return 0;
   }
   if (std::getenv("READ_FLOOR_GEMV_GAP")) {  // READ_FLOOR_GEMV_GAP=1 ./read_floor 33400000
