@@ -60,9 +60,9 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   const int64_t sms = cuda::device_available() ? detail::linear_sm_count() : 132;
   // Untuned default: the streaming kernel's async loader up to M = 16 with 4 warps and
   // rings of two tiles, the TMA ring above. Tile width: 128 columns at one token tile. At two
-  // token tiles a 128-column ring takes 64 KB per CTA, three CTAs per SM, so 64 columns where
-  // the grid would not fit in one wave at three per SM (Kimi-K3's 448 CTAs: two waves) or where a
-  // warp would get fewer than 8 batches of 128 columns (a short pipeline), and 64 with two stripes
+  // token tiles a 128-column ring of 4 warps takes 64 KB per CTA, three CTAs per SM, so 64 columns
+  // where the grid would not fit in one wave (Kimi-K3's 448 CTAs: two waves) or where a warp
+  // would get fewer than 8 batches of 128 columns (a short pipeline), and 64 with two stripes
   // (32-row CTAs, half the A traffic per byte of W) on weights of 48 M elements or more, where
   // the ring used to run. Measured on an H100, which has no tuned entries (2026-12-05, every
   // dense projection at M = 9 and 16 against the former 128 columns and the ring on large W,
@@ -101,10 +101,14 @@ SkinnyPlan plan_skinny(int64_t m, int64_t n, int64_t k, const SkinnyOptions& o) 
   } else if (p.n_tiles == 1) {
     p.kslice = 128;
   } else {
-    // Two token tiles: 128 columns where three CTAs per SM hold the grid and each warp keeps 8
-    // batches, with the splits the 128-column plan would take.
-    const int64_t splits = default_splits(128), ctas = row_groups() * splits;
-    p.kslice = ctas <= 3 * sms && k / splits >= int64_t(8) * 128 * p.warps ? 128 : 64;
+    // Two token tiles: 128 columns where the SMs hold the whole grid of the 128-column plan at
+    // once (three CTAs per SM at 4 warps) and each of its warps keeps kMinBatches batches.
+    constexpr int64_t kMinBatches = 8;
+    SkinnyPlan wide = p;
+    wide.kslice = 128;
+    const int64_t splits = default_splits(wide.kslice), ctas = row_groups() * splits;
+    const int64_t resident = cuda::detail::skinny_stream_resident_ctas(cuda::detail::skinny_shape_of(wide), int(m));
+    p.kslice = ctas <= resident * sms && k / splits >= kMinBatches * wide.kslice * p.warps ? 128 : 64;
   }
   // The unit that a split must not leave empty: a 32-column step (ring) or a batch
   // (streaming kernel).

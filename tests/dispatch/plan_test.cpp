@@ -299,6 +299,10 @@ TEST(SkinnyPlan, ShapesAndErrors) {
   const SkinnyPlan kimi16 = plan_skinny(16, 7168, 3584);
   EXPECT_EQ(kimi16.describe(), "l=async,w=4,r=1,p=2,c=64,s=1");
   EXPECT_LE(4 * cuda::detail::skinny_shared_bytes(cuda::detail::skinny_shape_of(kimi16), 16), size_t(228) << 10);
+  EXPECT_EQ(cuda::detail::skinny_stream_resident_ctas(cuda::detail::skinny_shape_of(kimi16), 16), 4);
+  SkinnyPlan kimi16_wide = kimi16;
+  kimi16_wide.kslice = 128;  // 64 KB per CTA: three fit, so 448 CTAs take two waves on 132 SMs
+  EXPECT_EQ(cuda::detail::skinny_stream_resident_ctas(cuda::detail::skinny_shape_of(kimi16_wide), 16), 3);
   EXPECT_EQ(plan_skinny(9, 2048, 5120).describe(), "l=async,w=4,r=1,p=2,c=64,s=2");
   EXPECT_EQ(plan_skinny(16, 3072, 5120).describe(), "l=async,w=4,r=1,p=2,c=128,s=1");
   // Large weights (glm47 q: 12288 x 5120) at M = 9-16: async with two stripes (384 CTAs of 32 rows).

@@ -97,6 +97,12 @@ inline SkinnyShape skinny_shape_of(const SkinnyPlan& p) {
 size_t skinny_shared_bytes(const SkinnyShape& s, int m);
 inline constexpr size_t kMaxSkinnySharedBytes = 227 * 1024;
 
+// The streaming kernel's register limit: 16 warps per SM (at most 128 registers per thread).
+inline constexpr int kSkinnyStreamWarpsPerSm = 16;
+// CTAs of a streaming-kernel shape (not tma) that an SM holds at once: the register limit, and
+// the CTAs whose shared memory fits the SM's.
+int skinny_stream_resident_ctas(const SkinnyShape& s, int m);
+
 // Throws kbit::Error naming the field when the shape has no instantiation.
 void check_skinny_shape(const SkinnyShape& s);
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream);

@@ -87,6 +87,11 @@ size_t skinny_shared_bytes(const SkinnyShape& s, int m) {
   return skinny::shared_bytes(s.warps, s.stripes, s.n_tiles, s.stages, s.kslice, m);
 }
 
+int skinny_stream_resident_ctas(const SkinnyShape& s, int m) {
+  const size_t by_smem = kSharedBytesPerSm / (skinny_shared_bytes(s, m) + kSharedBytesReservedPerCta);
+  return int(std::min<size_t>(size_t(kSkinnyStreamWarpsPerSm / s.warps), by_smem));
+}
+
 void launch_skinny(const SkinnyArgs& a, const SkinnyShape& s, DType t, cudaStream_t stream) {
   if (s.loader != SkinnyLoader::tma) {
     const size_t smem = skinny_shared_bytes(s, a.M);

@@ -400,7 +400,7 @@ void launch_skinny_stream_nt(const SkinnyArgs& a, const SkinnyShape& s, cudaStre
   with_stream_instance<T, NT>(s, [&]<typename TT, int N_, int WARPS, int BC, int D, int LOADER, int R>() {
     const size_t smem = skinny::stream_shared_bytes(WARPS, R, N_, BC, stream_tiles_per_warp(s), LOADER == skinny::kLoadAsync);
     const unsigned row_groups = unsigned((a.N + 16 * R - 1) / (16 * R));
-    const int max_ctas_per_sm = 512 / (WARPS * 32);  // the register limit: 16 warps per SM
+    const int max_ctas_per_sm = kSkinnyStreamWarpsPerSm / WARPS;  // the register limit
     const auto kernel = stream_kernel_for<TT, N_, WARPS, BC, D, LOADER, R>(s, a.N, a.pdl);
     // Shared memory for the CTAs that the register limit lets an SM hold (16 warps), and
     // no more: the rest stays L1, which holds A for every CTA of the SM (114 KB at M = 16).
