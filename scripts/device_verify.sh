@@ -6,7 +6,7 @@
 #   scripts/device_carried.sh 'VERIFY_STEPS="bench tests" VERIFY_BENCH="--m 17,24,32 ..." scripts/device_verify.sh'
 # Steps: tests (every GPU test, 4 gtest shards in parallel), bench (kbit bench --model all
 # $VERIFY_BENCH, then `kbit report speedups` of $VERIFY_REPORT), read_floor (the plain-read ceiling
-# at issue 4's and 6's byte counts, $VERIFY_READ_FLOOR_BYTES), l2_slices
+# at issue 4's and 6's byte counts, $VERIFY_READ_FLOOR_BYTES; chained too with VERIFY_READ_FLOOR_PDL=1), l2_slices
 # (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch), cmd (any command, $VERIFY_CMD, in
 # the tree's root with the binaries under build-dev/, under $VERIFY_CMD_TIMEOUT).
 set -uo pipefail
@@ -46,7 +46,14 @@ for step in ${VERIFY_STEPS:-tests}; do
       for b in ${VERIFY_READ_FLOOR_BYTES:-294912 688128 1179648 1376256 17694720 25559040 33423360 41287680 35389440 51118080 66846720 82575360 51380224}; do
         READ_FLOOR_BEST=1 timeout 60 build-dev/read_floor "$b"
       done > "$OUT/read_floor.txt" 2>&1
-      echo "rc=$?"; grep "^best" "$OUT/read_floor.txt" ;;
+      echo "rc=$?"; grep "^best" "$OUT/read_floor.txt"
+      # VERIFY_READ_FLOOR_PDL=1: the same sizes chained with PDL (READ_FLOOR_PDL), the ceiling in chains.
+      if [ -n "${VERIFY_READ_FLOOR_PDL:-}" ]; then
+        for b in ${VERIFY_READ_FLOOR_BYTES:-294912 688128 1179648 1376256 17694720 25559040 33423360 41287680 35389440 51118080 66846720 82575360 51380224}; do
+          READ_FLOOR_PDL=1 timeout 60 build-dev/read_floor "$b"
+        done > "$OUT/read_floor_pdl.txt" 2>&1
+        echo "rc=$?"; grep "^best" "$OUT/read_floor_pdl.txt"
+      fi ;;
     cmd)
       echo "== $VERIFY_CMD"
       timeout "${VERIFY_CMD_TIMEOUT:-200}" bash -c "$VERIFY_CMD" > "$OUT/cmd.txt" 2>&1

@@ -15,6 +15,8 @@
 // (bare ring 12.95-13.1 us, all pieces 13.63, the real kernel 13.93 at M = 1 on that machine).
 // `READ_FLOOR_BEST=1 ./read_floor BYTES`: the fastest plain read of BYTES over a sweep of grid-stride
 // and chunked reads, the ceiling for a kernel that reads them once per call (issue 4's M = 1 target).
+// `READ_FLOOR_PDL=1 ./read_floor BYTES`: the same reads chained with programmatic dependent launch
+// (first loads before griddepcontrol.wait), the ceiling for a kernel in a PDL chain.
 // `READ_FLOOR_GEMV_GAP=1 ./read_floor BYTES`: the GEMV's ring against batches of the same units
 // (read_warp_batches) and grid-stride reads, side by side; batches gained at most 3-5%, not at
 // both sizes (bench/results/h200-read-floor-gemv-gap-session34.txt).
@@ -40,6 +42,35 @@ __global__ void __launch_bounds__(256) read_kernel(const uint4* __restrict__ p, 
     for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (; i < n; i += stride) { uint4 v = p[i]; acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (acc == 0x12345678) out[0] = acc;
+}
+
+// Chained (PDL) form of read_kernel: the next call may launch once every CTA of this one has
+// started (trigger at entry), and each thread requests its first U loads before
+// griddepcontrol.wait (WAIT: 1) or all of its loads (WAIT: 2, reads that never depend on the
+// previous call), the order kbit's kernels use under PDL (weights requested before the wait,
+// x and the rest after). WAIT 0 waits first: the isolated form through the same launch.
+template <int U, int WAIT, int THREADS>
+__global__ void __launch_bounds__(THREADS) read_kernel_pdl(const uint4* __restrict__ p, size_t n, unsigned* out) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (WAIT == 0) asm volatile("griddepcontrol.wait;" ::: "memory");
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool waited = WAIT == 0;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + i + u * stride));
+    if (WAIT == 1 && !waited) {
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) { uint4 v = p[i]; acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (!waited) asm volatile("griddepcontrol.wait;" ::: "memory");
   if (acc == 0x12345678) out[0] = acc;
 }
 
@@ -450,6 +481,74 @@ int main(int argc, char** argv) {
     bench("empty kernel", [&](uint4* p) { read_chunks<4><<<1, 32, 0, s>>>(p, 0, out); });
     printf("best plain read: %.0f bytes in %.2f us, %.2f TB/s (%s); empty kernel %.2f us\n", double(bytes), best,
            bytes / (best * 1e6), best_name, last_median_us);
+    return 0;
+  }
+  // READ_FLOOR_PDL=1 ./read_floor BYTES: the chained ceiling (issue 4's M = 1 bar in PDL chains):
+  // grid-stride reads launched with programmatic stream serialization, each call's first U loads
+  // per thread before griddepcontrol.wait ("first before wait"; "all before wait": every load), at
+  // the GEMV's residency (one CTA of 16 warps per SM, held there by shared memory) and at 2 and 4
+  // CTAs per SM; "isolated" is the same kernel waiting at entry without the attribute. The empty
+  // kernel chained the same way is the chained launch floor.
+  if (std::getenv("READ_FLOOR_PDL")) {
+    float best = 1e30f;
+    char best_name[64] = "";
+    int smem_per_sm = 0;
+    cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+    auto pdl_read = [&](auto u, auto wait, auto threads, int per_sm, bool chained) {
+      constexpr int U = decltype(u)::value, WAIT = decltype(wait)::value, TH = decltype(threads)::value;
+      auto kern = read_kernel_pdl<U, WAIT, TH>;
+      // Shared memory that leaves room for exactly per_sm CTAs (1 KB per CTA is the driver's reserve).
+      const int smem = smem_per_sm / per_sm - 1024 - 1024;
+      if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return;
+      const char* wait_name[3] = {"isolated", "first before wait", "all before wait"};
+      snprintf(name, 64, "%s U=%d %dx%dw%s", chained ? wait_name[WAIT] : "isolated", U, per_sm, TH / 32,
+               chained ? " pdl" : "");
+      bench(name, [&](uint4* p) {
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(unsigned(sms * per_sm));
+        cfg.blockDim = dim3(TH);
+        cfg.dynamicSmemBytes = size_t(smem);
+        cfg.stream = s;
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = chained ? 1 : 0;
+        cudaLaunchKernelEx(&cfg, kern, static_cast<const uint4*>(p), n, out);
+      });
+      if (chained && last_median_us < best) best = last_median_us, snprintf(best_name, 64, "%s", name);
+    };
+    for (int rep = 0; rep < 2; ++rep) {
+      pdl_read(IC(4), IC(0), IC(512), 1, false);
+      pdl_read(IC(4), IC(1), IC(512), 1, true);
+      pdl_read(IC(8), IC(1), IC(512), 1, true);
+      pdl_read(IC(4), IC(2), IC(512), 1, true);
+      pdl_read(IC(4), IC(0), IC(256), 2, false);
+      pdl_read(IC(4), IC(1), IC(256), 2, true);
+      pdl_read(IC(8), IC(1), IC(256), 2, true);
+      pdl_read(IC(4), IC(1), IC(256), 4, true);
+      pdl_read(IC(8), IC(1), IC(256), 4, true);
+      pdl_read(IC(4), IC(2), IC(256), 4, true);
+    }
+    auto empty = [&](bool chained) {
+      bench(chained ? "empty kernel pdl" : "empty kernel", [&](uint4* p) {
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(1);
+        cfg.blockDim = dim3(32);
+        cfg.stream = s;
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = chained ? 1 : 0;
+        cudaLaunchKernelEx(&cfg, read_kernel_pdl<4, 1, 512>, static_cast<const uint4*>(p), size_t(0), out);
+      });
+    };
+    empty(false);
+    const float empty_us = last_median_us;
+    empty(true);
+    printf("best chained read: %.0f bytes in %.2f us, %.2f TB/s (%s); empty kernel %.2f us, chained %.2f us\n",
+           double(bytes), best, bytes / (best * 1e6), best_name, empty_us, last_median_us);
     return 0;
   }
   if (std::getenv("READ_FLOOR_GEMV_GAP")) {  // READ_FLOOR_GEMV_GAP=1 ./read_floor 33400000
