@@ -43,13 +43,14 @@ for step in ${VERIFY_STEPS:-tests}; do
       # Kimi-K3's 51.4 MB. Built here with nvcc unless carried as build-dev/read_floor.
       echo "== read_floor sweep"
       [ -x build-dev/read_floor ] || nvcc -std=c++17 -O3 -arch=sm_90a bench/calibration/read_floor.cu -o build-dev/read_floor
-      for b in ${VERIFY_READ_FLOOR_BYTES:-294912 688128 1179648 1376256 17694720 25559040 33423360 41287680 35389440 51118080 66846720 82575360 51380224}; do
+      sizes=${VERIFY_READ_FLOOR_BYTES:-294912 688128 1179648 1376256 17694720 25559040 33423360 41287680 35389440 51118080 66846720 82575360 51380224}
+      for b in $sizes; do
         READ_FLOOR_BEST=1 timeout 60 build-dev/read_floor "$b"
       done > "$OUT/read_floor.txt" 2>&1
       echo "rc=$?"; grep "^best" "$OUT/read_floor.txt"
       # VERIFY_READ_FLOOR_PDL=1: the same sizes chained with PDL (READ_FLOOR_PDL), the ceiling in chains.
       if [ -n "${VERIFY_READ_FLOOR_PDL:-}" ]; then
-        for b in ${VERIFY_READ_FLOOR_BYTES:-294912 688128 1179648 1376256 17694720 25559040 33423360 41287680 35389440 51118080 66846720 82575360 51380224}; do
+        for b in $sizes; do
           READ_FLOOR_PDL=1 timeout 60 build-dev/read_floor "$b"
         done > "$OUT/read_floor_pdl.txt" 2>&1
         echo "rc=$?"; grep "^best" "$OUT/read_floor_pdl.txt"

@@ -524,7 +524,8 @@ int main(int argc, char** argv) {
     auto pdl_read = [&](auto u, auto wait, auto threads, int per_sm, bool chained) {
       constexpr int U = decltype(u)::value, WAIT = decltype(wait)::value, TH = decltype(threads)::value;
       auto kern = read_kernel_pdl<U, WAIT, TH>;
-      // Shared memory that leaves room for exactly per_sm CTAs (1 KB per CTA is the driver's reserve).
+      // Shared memory that leaves room for exactly per_sm CTAs: the driver reserves 1 KB per CTA, and
+      // one more KB keeps the request below the SM's share whatever its rounding.
       const int smem = smem_per_sm / per_sm - 1024 - 1024;
       if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return;
       const char* wait_name[4] = {"isolated", "first before wait", "all before wait", "all before, x after"};
