@@ -172,6 +172,9 @@ inline constexpr unsigned kGemvK2RegisterSteps = 0x03u;
 // W, 1.02-1.06: the dispatcher takes the fused kernel there), 1.02-1.03 at k = 2; M = 1
 // 1.03-1.15 (latency: the MMA chain is longer than the HFMA2 one, and only one token of the
 // eight is useful).
+// M = 2, k = 2 on the MMAs with the two k-steps' chains split (each from zero, both added with
+// the block scale): H100 0.975-0.985 of HFMA2's time on glm47, H200 1.027 (0.998-1.043; 2026-12-05,
+// bench/results/gemv-mma-m2-k2-split-chains-dropped-session68.patch): HFMA2 kept there.
 template <int KB, int M>
 inline constexpr bool kGemvTensorProducts = M >= 3 || (M == 2 && KB >= 3);
 
