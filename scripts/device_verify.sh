@@ -7,7 +7,8 @@
 # Steps: tests (every GPU test, 4 gtest shards in parallel), bench (kbit bench --model all
 # $VERIFY_BENCH, then `kbit report speedups` of $VERIFY_REPORT), read_floor (the plain-read ceiling
 # at issue 4's and 6's byte counts, $VERIFY_READ_FLOOR_BYTES; chained too with VERIFY_READ_FLOOR_PDL=1), l2_slices
-# (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch), cmd (any command, $VERIFY_CMD, in
+# (bench/calibration/l2_slices.py $VERIFY_L2_ARGS, PyTorch), gemm_algo (cuBLASLt's first candidate
+# against its fastest, and a tune of the dequant_cublas path's GEMM algorithm: see the step), cmd (any command, $VERIFY_CMD, in
 # the tree's root with the binaries under build-dev/, under $VERIFY_CMD_TIMEOUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,30 @@ for step in ${VERIFY_STEPS:-tests}; do
         done > "$OUT/read_floor_pdl.txt" 2>&1
         echo "rc=$?"; grep "^best" "$OUT/read_floor_pdl.txt"
       fi ;;
+    gemm_algo)
+      # The dequant_cublas path's GEMM algorithm (LinearPlan::gemm_algo): cuBLASLt's first heuristic
+      # candidate (cublas_bf16) against the fastest of its first 8 (cublas_bf16_best) on every dense shape
+      # at $VERIFY_ALGO_M (default 512, 4096), then kbit tune $VERIFY_TUNE (default Qwen3 at M = 4096) into a
+      # copy of the compiled table ($OUT/linear_configs.json, whose entries name gemm_algo where it is not 0),
+      # and kbit bench of those cases with that table ($KBIT_LINEAR_CONFIGS) beside both baselines.
+      echo "== cuBLASLt candidates: kbit bench --m ${VERIFY_ALGO_M:-512,4096} --backend cublas_bf16,cublas_bf16_best"
+      timeout "${VERIFY_ALGO_TIMEOUT:-200}" build-dev/kbit bench --model all --m "${VERIFY_ALGO_M:-512,4096}" --bits 4 \
+        --backend cublas_bf16,cublas_bf16_best --no-routed-moe --repeats 9 --json "$OUT/algo_bench.jsonl" \
+        > "$OUT/algo_bench.txt" 2> "$OUT/algo_bench_progress.txt"
+      echo "rc=$?"; build-dev/kbit report speedups "$OUT/algo_bench.jsonl" --backend cublas_bf16_best --max-m 65536 2>&1 | tail -12
+      cp data/linear_configs.json "$OUT/linear_configs.json"
+      tune=${VERIFY_TUNE:---model qwen3_coder_next --m 4096 --bits 2,3,4,5}
+      echo "== kbit tune $tune"
+      timeout "${VERIFY_TUNE_TIMEOUT:-200}" build-dev/kbit tune $tune --out "$OUT/linear_configs.json" \
+        > "$OUT/algo_tune.txt" 2> "$OUT/algo_tune_progress.txt"
+      echo "rc=$?"; tail -45 "$OUT/algo_tune.txt"
+      echo "== kbit bench $tune with the tuned table"
+      KBIT_LINEAR_CONFIGS="$OUT/linear_configs.json" timeout "${VERIFY_ALGO_TIMEOUT:-200}" build-dev/kbit bench $tune \
+        --backend cublas_bf16,cublas_bf16_best,kbit_linear --no-routed-moe --json "$OUT/algo_tuned_bench.jsonl" \
+        > "$OUT/algo_tuned_bench.txt" 2> "$OUT/algo_tuned_bench_progress.txt"
+      echo "rc=$?"; for base in cublas_bf16 cublas_bf16_best; do
+        build-dev/kbit report speedups "$OUT/algo_tuned_bench.jsonl" --baseline $base --max-m 65536 2>&1 | tail -8
+      done ;;
     cmd)
       echo "== $VERIFY_CMD"
       timeout "${VERIFY_CMD_TIMEOUT:-200}" bash -c "$VERIFY_CMD" > "$OUT/cmd.txt" 2>&1

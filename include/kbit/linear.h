@@ -60,6 +60,9 @@ struct LinearPlan {
   int warps = 4;    // warps per CTA: 4 or 8; wgmma_stream n_tiles 8, 16 also 16 (8 decode + 8 MMA warps)
   int splits = 1;   // items per 16-row stripe along K
   LinearItems items = LinearItems::cta;
+  // dequant_cublas: which of cuBLASLt's heuristic candidates runs the GEMM (0: its first choice;
+  // kbit tune times them and the table keeps the fastest).
+  int gemm_algo = 0;
   std::string source;  // "table", "heuristic" or "forced"
   std::string describe() const;
 };
@@ -71,6 +74,9 @@ struct LinearOptions {
   // Fused-kernel overrides (0 / automatic: from the tuned table or the heuristic).
   int n_tiles = 0, warps = 0, splits = 0;
   LinearItems items = LinearItems::automatic;
+  // dequant_cublas: the cuBLASLt heuristic candidate to run (0..7; -1: the tuned table's, else 0). A forced
+  // index that cuBLASLt does not offer for the problem is an error; a table's falls back to 0.
+  int gemm_algo = -1;
   // Programmatic dependent launch of the GEMV and fused kernels: they load weights (and
   // build their tables) before waiting for the previous kernel. Safe after any kernel.
   bool pdl = false;

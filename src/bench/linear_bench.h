@@ -26,7 +26,7 @@ struct LinearBenchOptions {
   int svg_bits = 4;
 };
 
-// Registered backends: cublas_bf16, cublas_fp16, kbit::linear (kbit_linear, with PDL
+// Registered backends: cublas_bf16, cublas_bf16_best (the fastest cuBLASLt heuristic candidate), cublas_fp16, kbit::linear (kbit_linear, with PDL
 // kbit_linear_pdl, or one path forced: kbit_gemv, kbit_fused_mma, kbit_wgmma*,
 // kbit_dequant_cublas), the skinny GEMM (kbit_skinny*), and the test fixture fixture_wrong
 // (a deliberately wrong result, for the validator).

@@ -10,6 +10,7 @@
 #include "bench/timing.h"
 #include "cuda/common.cuh"
 #include "cuda/linear/fused_args.h"
+#include "dispatch/cublas_gemm.h"
 #include "dispatch/linear_internal.h"
 #include "kbit/cuda.h"
 #include "kbit/error.h"
@@ -24,10 +25,11 @@ using cuda::detail::check_cuda;
 // Candidate plans for one case, deduplicated after plan_linear's normalisation.
 std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits) {
   std::vector<LinearOptions> out;
-  std::set<std::tuple<int, int, int, int, int>> seen;
+  std::set<std::tuple<int, int, int, int, int, int>> seen;
   auto add = [&](LinearOptions o) {
     const LinearPlan p = plan_linear(m, n, k, bits, o);
-    if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits, int(p.items)}).second) out.push_back(o);
+    const int algo = p.path == LinearPath::dequant_cublas ? p.gemm_algo : 0;
+    if (seen.insert({int(p.path), p.n_tiles, p.warps, p.splits, int(p.items), algo}).second) out.push_back(o);
   };
   // Token tiles: the default for M, twice it, and half it (two tiles re-read W but double
   // the items: glm47 o at M = 64 had only 40 stripe groups x 2 splits for 132 SMs).
@@ -112,11 +114,15 @@ std::vector<LinearOptions> candidates(int64_t m, int64_t n, int64_t k, int bits)
     o.items = LinearItems::wgmma_stream;
     add(o);
   }
-  if (m >= 32) {
-    LinearOptions o;
-    o.path = LinearPath::dequant_cublas;
-    add(o);
-  }
+  // Dequantize + cuBLASLt with each GEMM algorithm its heuristic offers: its first choice is not
+  // always the fastest for these shapes (those it does not offer fail and are skipped).
+  if (m >= 32)
+    for (int algo = 0; algo < detail::kLtMaxCandidates; ++algo) {
+      LinearOptions o;
+      o.path = LinearPath::dequant_cublas;
+      o.gemm_algo = algo;
+      add(o);
+    }
   LinearOptions g;
   g.path = LinearPath::gemv;
   try {
@@ -204,6 +210,7 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
             if (heuristic.path == LinearPath::fused_mma)
               h.n_tiles = heuristic.n_tiles, h.warps = heuristic.warps, h.splits = heuristic.splits,
               h.items = heuristic.items;
+            if (heuristic.path == LinearPath::dequant_cublas) h.gemm_algo = heuristic.gemm_algo;
             row.heuristic_us = time_plan(h, t);
           }
           // Screen every candidate with one sample after one warm-up replay, then time the
@@ -240,19 +247,24 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
               const LinearPlan pl = plan_linear(m, p.N, p.K, bits, ran[i]);
               row.best = detail::LinearConfig{dev.name, bits, p.N, p.K, m, pl.path, pl.n_tiles, pl.warps, pl.splits, us,
                                               pl.items};
+              if (pl.path == LinearPath::dequant_cublas) row.best.gemm_algo = pl.gemm_algo;
             }
           }
           // The untuned plan (heuristic splits) is a candidate too: at 5d93ccc it beat every
           // listed one on glm47 o at M = 64, k = 3 and 5 (74.8 against 82.3 us).
-          if (row.heuristic_us < best)
+          if (row.heuristic_us < best) {
             row.best = detail::LinearConfig{dev.name,        bits,          p.N,          p.K,
                                             m,               heuristic.path, heuristic.n_tiles, heuristic.warps,
                                             heuristic.splits, row.heuristic_us, heuristic.items};
+            if (heuristic.path == LinearPath::dequant_cublas) row.best.gemm_algo = heuristic.gemm_algo;
+          }
           std::fprintf(stderr,
-                       "%-36s k=%d M=%-5lld best %8.2f us (%s splits=%d n_tiles=%d warps=%d items=%s) heuristic %8.2f us\n",
+                       "%-36s k=%d M=%-5lld best %8.2f us (%s splits=%d n_tiles=%d warps=%d items=%s gemm_algo=%d) "
+                       "heuristic %8.2f us\n",
                        (model.key + "." + p.name).c_str(), bits, (long long)m, row.best.us,
                        std::string(linear_path_name(row.best.path)).c_str(), row.best.splits, row.best.n_tiles,
-                       row.best.warps, std::string(linear_items_name(row.best.items)).c_str(), row.heuristic_us);
+                       row.best.warps, std::string(linear_items_name(row.best.items)).c_str(), row.best.gemm_algo,
+                       row.heuristic_us);
           rows.push_back(row);
           if (on_row) on_row(row);
         }

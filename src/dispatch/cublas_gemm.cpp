@@ -9,12 +9,38 @@ void check(cublasStatus_t s, const char* what) {
   KBIT_REQUIRE(s == CUBLAS_STATUS_SUCCESS, "cuBLASLt ", what, " failed: status ", int(s));
 }
 
+// The algorithm's identity as cuBLASLt's config attributes: id, tile, stages, split-K, swizzle.
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
+  auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t a) {
+    int32_t v = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return int(v);
+  };
+  return "id " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_ID)) + " tile " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_TILE_ID)) +
+         " stages " + std::to_string(attr(CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitk " +
+         std::to_string(attr(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " swizzle " +
+         std::to_string(attr(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+}
+
 }  // namespace
 
 // Row-major y = x W^T is column-major y^T = W x^T: A = W (K x N, transposed), B = x (K x M), D = y^T (N x M).
-LtGemm::LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias)
+LtGemm::LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias, int algo)
     : residual_(residual), bias_(bias) {
   KBIT_REQUIRE(dtype == DType::bf16 || dtype == DType::f16, "cuBLAS GEMM: dtype must be BF16 or F16");
+  KBIT_REQUIRE(algo >= 0 && algo < kLtMaxCandidates, "cuBLAS GEMM: algorithm index ", algo, " outside 0..",
+               kLtMaxCandidates - 1);
+  try {
+    init(m, n, k, dtype, algo);
+  } catch (...) {
+    release();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void LtGemm::init(int64_t m, int64_t n, int64_t k, DType dtype, int algo) {
+  const bool residual = residual_, bias = bias_;
   const cudaDataType_t t = dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
   check(cublasLtCreate(&handle_), "create");
   check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
@@ -33,23 +59,44 @@ LtGemm::LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool
   cublasLtMatmulPreference_t pref;
   check(cublasLtMatmulPreferenceCreate(&pref), "preference");
   const size_t ws = kLtWorkspaceBytes;
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "ws");
-  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t ws_set =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t results[kLtMaxCandidates]{};
   int found = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, c_, c_, pref, 1, &result, &found), "heuristic");
+  cublasStatus_t searched =
+      ws_set == CUBLAS_STATUS_SUCCESS
+          ? cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, c_, c_, pref, kLtMaxCandidates, results, &found)
+          : ws_set;
+  // The first candidate exactly as a one-result query returns it (what the cuBLAS baseline ran before
+  // the other candidates were asked for), in case a longer query orders them otherwise.
+  int found_first = 0;
+  if (searched == CUBLAS_STATUS_SUCCESS && found > 0 && algo == 0)
+    searched = cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, c_, c_, pref, 1, results, &found_first);
   cublasLtMatmulPreferenceDestroy(pref);
-  KBIT_REQUIRE(found > 0, "cuBLASLt found no algorithm for ", m, "x", n, "x", k);
-  algo_ = result.algo;
-  config_ = std::string("cublasLt heuristic #0, ") + (dtype == DType::bf16 ? "bf16" : "fp16") +
+  check(searched, "heuristic");
+  KBIT_REQUIRE(found > 0 && (algo != 0 || found_first > 0), "cuBLASLt found no algorithm for ", m, "x", n, "x", k);
+  candidates_ = found;
+  KBIT_REQUIRE(algo < found, "cuBLAS GEMM: algorithm index ", algo, " but cuBLASLt offers ", found, " for ", m, "x", n,
+               "x", k);
+  algo_ = results[algo].algo;
+  config_ = "cublasLt heuristic #" + std::to_string(algo) + " of " + std::to_string(found) + " (" + describe_algo(algo_) +
+            "), " + (dtype == DType::bf16 ? "bf16" : "fp16") +
             (residual ? ", beta=1 residual" : "") + (bias ? ", bias epilogue" : "");
 }
 
-LtGemm::~LtGemm() {
+int LtGemm::candidate_count(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias) {
+  return LtGemm(m, n, k, dtype, residual, bias).candidates();
+}
+
+LtGemm::~LtGemm() { release(); }
+
+void LtGemm::release() {
   if (c_) cublasLtMatrixLayoutDestroy(c_);
   if (b_) cublasLtMatrixLayoutDestroy(b_);
   if (a_) cublasLtMatrixLayoutDestroy(a_);
   if (op_) cublasLtMatmulDescDestroy(op_);
   if (handle_) cublasLtDestroy(handle_);
+  c_ = b_ = a_ = nullptr, op_ = nullptr, handle_ = nullptr;
 }
 
 void LtGemm::run(const void* x, const void* w, const void* r, const void* bias, void* y, void* workspace,

@@ -1,6 +1,7 @@
 // y[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]) (+ r[M, N]) through cuBLASLt, row-major,
 // fp16 or bf16 in and out, fp32 accumulation. The algorithm is chosen once
-// (heuristic) at construction; run() takes the caller's workspace and never
+// at construction (cuBLASLt's heuristic: its first candidate, or another of the first
+// kLtMaxCandidates by index, as kbit tune picks for the dequant_cublas path); run() takes the caller's workspace and never
 // allocates, so calls are safe to capture in a CUDA graph.
 #pragma once
 
@@ -15,10 +16,13 @@
 namespace kbit::detail {
 
 inline constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+// How many of cuBLASLt's heuristic candidates LtGemm asks for (and kbit tune may try).
+inline constexpr int kLtMaxCandidates = 8;
 
 class LtGemm {
  public:
-  LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false);
+  // algo: which of cuBLASLt's heuristic candidates for this problem (0: its first choice).
+  LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false, int algo = 0);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -27,13 +31,19 @@ class LtGemm {
   void run(const void* x, const void* w, const void* r, const void* bias, void* y, void* workspace,
            size_t workspace_bytes, cudaStream_t stream) const;
   const std::string& config() const { return config_; }
+  int candidates() const { return candidates_; }
+  // How many candidates cuBLASLt's heuristic offers for this problem (at most kLtMaxCandidates).
+  static int candidate_count(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false);
 
  private:
+  void init(int64_t m, int64_t n, int64_t k, DType dtype, int algo);
+  void release();
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
   bool residual_, bias_;
+  int candidates_ = 0;
   std::string config_;
 };
 

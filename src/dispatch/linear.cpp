@@ -239,7 +239,9 @@ std::string_view linear_items_name(LinearItems i) { return kItemNames.name(i); }
 LinearItems parse_linear_items(std::string_view name) { return kItemNames.parse(name); }
 
 std::string LinearPlan::describe() const {
-  if (path == LinearPath::dequant_cublas) return "dequant_cublas (" + source + ")";
+  if (path == LinearPath::dequant_cublas)
+    return (gemm_algo ? detail::concat("dequant_cublas gemm_algo=", gemm_algo) : std::string("dequant_cublas")) + " (" +
+           source + ")";
   if (path == LinearPath::gemv) return "gemv (" + source + ")";
   return detail::concat("fused_mma n_tiles=", n_tiles, " warps=", warps, " splits=", splits,
                         " items=", linear_items_name(items), " (", source, ")");
@@ -277,7 +279,13 @@ LinearPlan plan_linear(int64_t m, int64_t n, int64_t k, int bits, const LinearOp
     if (o.path != LinearPath::automatic) p.source = "forced";
     return p;
   }
-  if (p.path == LinearPath::dequant_cublas) return p;
+  if (p.path == LinearPath::dequant_cublas) {
+    KBIT_REQUIRE(o.gemm_algo >= -1 && o.gemm_algo < detail::kLtMaxCandidates, "linear: gemm_algo must be -1..",
+                 detail::kLtMaxCandidates - 1, ", got ", o.gemm_algo);
+    p.gemm_algo = o.gemm_algo >= 0 ? o.gemm_algo : c && c->path == LinearPath::dequant_cublas ? c->gemm_algo : 0;
+    if (o.gemm_algo >= 0) p.source = "forced";
+    return p;
+  }
   // Untuned plans (linear_configs.h: kSmallHalfTileMaxN, kLargeEightWarpsMinSupertiles and the
   // measurements behind them). Small W (below kStripesMinWeights): CTA items, no split (see
   // linear_heuristic_splits); half the token tile at M = 9..16 only for narrow N; 8 warps where
@@ -463,13 +471,20 @@ TensorView detail::rotated_activations(const TensorView& x, const QuantizedMatri
 }
 
 void detail::run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const MutableTensorView& y,
-                         const void* residual, const void* bias, cudaStream_t stream) {
+                         const void* residual, const void* bias, cudaStream_t stream, int algo, bool algo_forced) {
   auto& impl = ws.impl();
   KBIT_REQUIRE(impl.lt_workspace.size() > 0, "the cuBLASLt path needs a workspace created with dequant_path");
   const int64_t m = x.rows, n = y.cols, k = x.cols;
-  const auto key = std::make_tuple(m, n, k, int(x.dtype), residual != nullptr, bias != nullptr);
+  const auto key = std::make_tuple(m, n, k, int(x.dtype), residual != nullptr, bias != nullptr, algo);
   auto& gemm = impl.gemms[key];
-  if (!gemm) gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr);
+  if (!gemm) {
+    // A table's index was tuned on one problem (no residual or bias): where cuBLASLt offers fewer
+    // candidates for this one, its first choice.
+    const int offered = LtGemm::candidate_count(m, n, k, x.dtype, residual != nullptr, bias != nullptr);
+    KBIT_REQUIRE(algo < offered || !algo_forced, "linear: gemm_algo ", algo, " but cuBLASLt offers ", offered,
+                 " candidates for M=", m, " N=", n, " K=", k);
+    gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr, algo < offered ? algo : 0);
+  }
   gemm->run(x.data, w, residual, bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
 }
 
@@ -614,7 +629,7 @@ void linear(const TensorView& x_in, const QuantizedMatrix& w, const MutableTenso
     } else {
       cuda::dequantize(w, wd, stream);
     }
-    detail::run_lt_gemm(ws, x, wd.data, y, o.residual.data, o.bias, stream);
+    detail::run_lt_gemm(ws, x, wd.data, y, o.residual.data, o.bias, stream, plan.gemm_algo, o.gemm_algo >= 0);
     return;
   }
 

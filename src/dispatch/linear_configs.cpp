@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/text_file.h"
+#include "dispatch/cublas_gemm.h"
 #include "kbit/error.h"
 
 namespace kbit::generated {
@@ -37,6 +38,9 @@ std::vector<LinearConfig> parse_linear_configs(const std::string& text) {
       KBIT_REQUIRE(c.bits != 16 || (c.stages > 0 && c.kslice > 0),
                    "linear config table: a bits-16 (skinny) entry needs stages and kslice");
       c.pdl = e.value("pdl", false);
+      c.gemm_algo = e.value("gemm_algo", 0);
+      KBIT_REQUIRE(c.gemm_algo >= 0 && c.gemm_algo < kLtMaxCandidates, "linear config table: gemm_algo must be 0..",
+                   kLtMaxCandidates - 1, ", got ", c.gemm_algo);
       KBIT_REQUIRE(is_supported_bits(c.bits) || c.bits == 16, "linear config table: bits must be 2..5 or 16, got ", c.bits);
       KBIT_REQUIRE(c.n > 0 && c.k > 0 && c.m > 0, "linear config table: n, k and m must be positive, got n = ", c.n,
                    ", k = ", c.k, ", m = ", c.m);
@@ -62,6 +66,7 @@ std::string linear_configs_to_json(const std::vector<LinearConfig>& entries) {
     if (c.bits == 16) e["stripes"] = c.stripes, e["stages"] = c.stages, e["kslice"] = c.kslice, e.erase("items");
     if (c.bits == 16 && c.loader != SkinnyLoader::tma) e["loader"] = skinny_loader_name(c.loader);
     if (c.pdl) e["pdl"] = true;
+    if (c.gemm_algo) e["gemm_algo"] = c.gemm_algo;
     s += "    " + e.dump() + (i + 1 < entries.size() ? ",\n" : "\n");
   }
   return s + "  ]\n}\n";

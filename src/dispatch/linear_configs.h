@@ -152,6 +152,8 @@ struct LinearConfig {
   // request takes such an entry first and falls back to the plain ones; a plain request
   // never takes it.
   bool pdl = false;
+  // dequant_cublas: cuBLASLt's heuristic candidate for the GEMM (LinearPlan::gemm_algo).
+  int gemm_algo = 0;
 };
 
 // Entries of a table in the data/linear_configs.json format; throws on malformed text.

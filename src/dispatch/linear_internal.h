@@ -22,7 +22,8 @@ struct LinearWorkspace::Impl {
   int64_t tile_partial_slots = 0;
   Buffer gemv_pieces, gemv_counters;  // the GEMV's split-stripe partial sums and per-stripe counters
   int64_t gemv_piece_floats = 0, gemv_counter_count = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool>, std::unique_ptr<detail::LtGemm>> gemms;
+  // (M, N, K, dtype, residual, bias, cuBLASLt candidate)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, bool, int>, std::unique_ptr<detail::LtGemm>> gemms;
 };
 
 namespace detail {
@@ -40,9 +41,10 @@ void check_epilogue(const TensorView& residual, const void* bias, int64_t m, int
 // x rotated by W's rotation into the workspace (x itself when W has none).
 TensorView rotated_activations(const TensorView& x, const QuantizedMatrix& w, LinearWorkspace& ws, cudaStream_t stream);
 // y = x W^T (+ residual) (+ bias) by cuBLASLt on contiguous 16-bit operands, the plan
-// cached in the workspace per shape; needs the workspace's cuBLASLt scratch.
+// cached in the workspace per shape; needs the workspace's cuBLASLt scratch. algo: cuBLASLt's
+// heuristic candidate (LinearPlan::gemm_algo); one it does not offer is an error if forced, else 0.
 void run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w, const MutableTensorView& y,
-                 const void* residual, const void* bias, cudaStream_t stream);
+                 const void* residual, const void* bias, cudaStream_t stream, int algo = 0, bool algo_forced = false);
 // W (mma16, on the device) dequantized into out ([N, K], F16 or BF16, 16-byte aligned rows
 // where possible) as the GEMM operand of the dequant_cublas path: the fused kernels' decoded
 // values (codebook and block scale in out's type, one rounding of their product).

@@ -160,7 +160,8 @@ void add_bench_command(CLI::App& app) {
   bench->add_option("--bits", o->bits, "kbit bit widths")->delimiter(',')->capture_default_str();
   bench->add_option("--backend", o->backends, "backends (default: cublas_bf16, cublas_fp16, kbit_linear): also kbit_linear_pdl (every call "
                                               "with programmatic dependent launch), kbit_linear_untuned (the heuristic's plan, no tuned table), kbit_gemv, kbit_fused_mma, kbit_wgmma (the fused kernel's wgmma items), kbit_wgmma_tile (the tile kernel), kbit_wgmma_stream (the tile kernel, stream-K), kbit_skinny, kbit_skinny_pdl, "
-                                              "kbit_dequant_cublas, fixture_wrong")->delimiter(',');
+                                              "kbit_dequant_cublas, cublas_bf16_best (the fastest of cuBLASLt's heuristic candidates for each case, as kbit tune picks the "
+                                              "dequant_cublas path's GEMM), fixture_wrong")->delimiter(',');
   bench->add_option("--repeats", o->repeats, "timed samples per row")->capture_default_str();
   bench->add_flag("!--no-routed-moe", o->routed_moe,
                   "skip the routed grouped GEMM rows of MoE projections (the TOTAL then approximates them)");

@@ -170,7 +170,8 @@ void add_tune_command(CLI::App& app) {
                   (long long)r.best.k, (long long)r.best.m,
                   (std::string(linear_path_name(r.best.path)) + " nt=" + std::to_string(r.best.n_tiles) +
                    " w=" + std::to_string(r.best.warps) + " s=" + std::to_string(r.best.splits) +
-                   " " + std::string(linear_items_name(r.best.items)))
+                   " " + std::string(linear_items_name(r.best.items)) +
+                   (r.best.gemm_algo ? " algo=" + std::to_string(r.best.gemm_algo) : std::string()))
                       .c_str(),
                   r.best.us, r.heuristic_us);
     }

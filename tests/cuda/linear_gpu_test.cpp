@@ -16,6 +16,7 @@
 #include "kbit/linear.h"
 #include "kbit/skinny.h"
 #include "cuda/device_checks.h"
+#include "dispatch/cublas_gemm.h"
 #include "dispatch/linear_internal.h"
 #include "support/gpu_test_support.h"
 
@@ -256,6 +257,51 @@ TEST(GpuLinear, AwkwardShapesEveryMEveryPath) {
 // subnormal inputs would zero these rows. Stripe 1 (rows 16-31) is 2^-17 times the others, so its
 // blocks get E4M4 bytes 1..15; in bf16 its outputs are checked on their own (the norm of the
 // whole matrix would hide them), through every path at M = 1, 8, 16.
+// The dequant_cublas path with each GEMM algorithm cuBLASLt offers (kbit tune's candidates), forced:
+// every one within the tolerance, y past M untouched; an index it does not offer is an error naming
+// the count, and so is one out of range.
+TEST(GpuLinear, DequantCublasEveryGemmCandidate) {
+  KBIT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 909;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{512, 2048}, {300, 5152}}) {
+    const int64_t max_m = 520;
+    LinearWorkspace ws({max_m, n, k, true});
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const int bits = dt == DType::f16 ? 3 : 5;
+      const Quantized q = quantize_random(n, k, bits, seed++);
+      const HostMatrix x = random_matrix(max_m, k, dt, seed++);
+      const std::vector<double> ref = cpu::matmul_fp64(x.view(), q.host_flat);
+      Buffer xd = upload(x);
+      Buffer yd = Buffer::allocate(Memory::device, size_t(max_m * n) * 2);
+      for (int64_t m : {33, 512}) {
+        const int offered = detail::LtGemm::candidate_count(m, n, k, dt, false);
+        ASSERT_GE(offered, 1);
+        for (int a = 0; a < offered; ++a) {
+          PathCase pc;
+          pc.o.path = LinearPath::dequant_cublas, pc.o.gemm_algo = a;
+          pc.name = "dequant_cublas gemm_algo=" + std::to_string(a);
+          const std::string what = std::to_string(n) + "x" + std::to_string(k) + " " + std::string(dtype_name(dt)) +
+                                   " M=" + std::to_string(m) + " " + pc.name;
+          std::vector<uint16_t> got;
+          ASSERT_NO_FATAL_FAILURE(run_path(pc, q, xd, yd, dt, m, n, k, ws, what, max_m * n, got));
+          EXPECT_LE(relative_error(dt, got, ref, m * n), tolerance(dt)) << what;
+          EXPECT_EQ(got[size_t(m * n)], 0xffff) << what << ": wrote past M";
+        }
+        if (offered < detail::kLtMaxCandidates) {
+          LinearOptions o;
+          o.path = LinearPath::dequant_cublas, o.gemm_algo = offered;
+          try {
+            linear(TensorView{xd.data(), dt, m, k}, q.device_flat, MutableTensorView{yd.data(), dt, m, n}, ws, nullptr, o);
+            ADD_FAILURE() << "gemm_algo " << offered << " of " << offered << ": no error";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("offers"), std::string::npos) << e.what();
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GpuLinear, SubnormalBlockScales) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 64, k = 640, tiny_begin = 16, tiny_end = 32;
@@ -921,6 +967,9 @@ TEST(GpuLinear, BadInputIsAClearError) {
   LinearOptions d;
   d.path = LinearPath::dequant_cublas;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, d); }, "dequant_path");
+  LinearOptions bad_algo;
+  bad_algo.path = LinearPath::dequant_cublas, bad_algo.gemm_algo = 8;
+  expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad_algo); }, "gemm_algo must be");
   LinearOptions bad;
   bad.n_tiles = 3;
   expect_error([&] { linear(x, q.device_mma16, y, ws, nullptr, bad); }, "n_tiles");

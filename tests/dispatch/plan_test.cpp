@@ -11,6 +11,7 @@
 #include "bench/linear_tune.h"
 #include "bench/skinny_bench.h"
 #include "cuda/skinny/skinny_args.h"
+#include "dispatch/cublas_gemm.h"
 #include "dispatch/linear_configs.h"
 #include "dispatch/linear_internal.h"
 #include "kbit/error.h"
@@ -459,6 +460,39 @@ TEST(LinearConfigs, ParseRejectsEntriesThatCouldNeverApply) {
                Error);
 }
 
+// The dequant_cublas path's GEMM algorithm (cuBLASLt's heuristic candidate): kept by the table
+// (written only where it is not the first), forced by the options, range-checked in both.
+TEST(LinearConfigs, GemmAlgoRoundTripsAndIsRangeChecked) {
+  detail::LinearConfig c;
+  c.device = "GPU X", c.bits = 3, c.n = 512, c.k = 2048, c.m = 4096, c.path = LinearPath::dequant_cublas, c.gemm_algo = 3;
+  detail::LinearConfig first = c;
+  first.m = 512, first.gemm_algo = 0;
+  const std::string json = detail::linear_configs_to_json({c, first});
+  EXPECT_NE(json.find("\"gemm_algo\":3"), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"gemm_algo\":0"), std::string::npos) << json;
+  const auto back = detail::parse_linear_configs(json);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].gemm_algo, 3);
+  EXPECT_EQ(back[1].gemm_algo, 0);
+  auto entry = [](const std::string& algo) {
+    return "{\"entries\": [{\"device\": \"GPU X\", \"path\": \"dequant_cublas\", \"bits\": 4, \"n\": 64, \"k\": 64, "
+           "\"m\": 64, \"gemm_algo\": " + algo + "}]}";
+  };
+  EXPECT_NO_THROW(detail::parse_linear_configs(entry("7")));
+  EXPECT_THROW(detail::parse_linear_configs(entry("8")), Error);
+  EXPECT_THROW(detail::parse_linear_configs(entry("-1")), Error);
+
+  LinearOptions o;
+  o.path = LinearPath::dequant_cublas;
+  EXPECT_EQ(plan_linear(4096, 512, 2048, 3, o).gemm_algo, 0);
+  o.gemm_algo = 5;
+  const LinearPlan p = plan_linear(4096, 512, 2048, 3, o);
+  EXPECT_EQ(p.gemm_algo, 5);
+  EXPECT_EQ(p.describe(), "dequant_cublas gemm_algo=5 (forced)");
+  o.gemm_algo = detail::kLtMaxCandidates;
+  EXPECT_THROW(plan_linear(4096, 512, 2048, 3, o), Error);
+}
+
 // $KBIT_LINEAR_CONFIGS: the user's tables (kbit tune --out FILE) come before the compiled one.
 TEST(LinearConfigs, UserTablesLoadInOrderAndComeFirst) {
   const auto dir = test::temp_dir("user_tables");
@@ -525,9 +559,11 @@ TEST(LinearConfigs, EveryCompiledEntryIsAValidPlan) {
     o.path = c.path;
     o.pdl = c.pdl;
     if (c.path == LinearPath::fused_mma) o.n_tiles = c.n_tiles, o.warps = c.warps, o.splits = c.splits, o.items = c.items;
+    if (c.path == LinearPath::dequant_cublas) o.gemm_algo = c.gemm_algo;
     LinearPlan p;
     ASSERT_NO_THROW(p = plan_linear(c.m, c.n, c.k, c.bits, o));
     EXPECT_EQ(p.path, c.path);
+    if (c.path == LinearPath::dequant_cublas) EXPECT_EQ(p.gemm_algo, c.gemm_algo);
     if (c.path != LinearPath::fused_mma) continue;
     EXPECT_EQ(p.n_tiles, c.n_tiles);
     EXPECT_EQ(p.warps, c.warps);
