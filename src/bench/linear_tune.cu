@@ -218,7 +218,10 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
           // ~6 s per case on the H200 at M = 32, 64: 53 Qwen3 cases in 330 s at 6373c9f).
           std::vector<LinearOptions> ran;
           std::vector<double> screened;
+          // The GEMM algorithms cuBLASLt offers for this very call (residual included).
+          const int offered = m >= 32 ? detail::LtGemm::candidate_count(m, p.N, p.K, DType::bf16, p.residual) : 0;
           for (const LinearOptions& c : candidates(m, p.N, p.K, bits)) {
+            if (c.path == LinearPath::dequant_cublas && c.gemm_algo >= offered) continue;
             double us = 0;
             try {
               us = time_plan(c, screening ? screen : t);

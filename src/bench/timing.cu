@@ -46,7 +46,17 @@ Timing time_graph(const std::function<void(cudaStream_t, int)>& launch, const Ti
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "bench: begin capture");
-  for (int i = 0; i < o.calls_per_graph; ++i) launch(stream, i);
+  try {
+    for (int i = 0; i < o.calls_per_graph; ++i) launch(stream, i);
+  } catch (...) {
+    // A call that throws mid-capture (a plan the tune or a candidate cannot run) must not leave the
+    // capture open: in thread-local mode it would forbid this thread's later allocations.
+    cudaGraph_t partial = nullptr;
+    if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
+    cudaGetLastError();
+    cudaStreamDestroy(stream);
+    throw;
+  }
   check_cuda(cudaStreamEndCapture(stream, &graph), "bench: end capture");
   check_cuda(cudaGraphInstantiate(&exec, graph, 0), "bench: instantiate");
   ClockMonitor clocks;

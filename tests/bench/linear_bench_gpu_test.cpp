@@ -17,16 +17,17 @@ TEST(GpuBench, WrongBackendIsFlaggedInvalidAndRealOnesAreValid) {
   o.ms = {1, 5, 33};
   o.bits = {2, 5};
   o.repeats = 3;
-  o.backends = {"cublas_bf16", "cublas_fp16", "kbit_dequant_cublas", "fixture_wrong"};
+  o.backends = {"cublas_bf16", "cublas_bf16_best", "cublas_fp16", "kbit_dequant_cublas", "fixture_wrong"};
   RunInfo info;
   const std::vector<Row> rows = run_linear_bench(o, info);
-  ASSERT_EQ(rows.size(), 2u * 3u * (1 + 1 + 2 + 1));
+  ASSERT_EQ(rows.size(), 2u * 3u * (1 + 1 + 1 + 2 + 1));
   EXPECT_GT(info.read_tbps, 0.0);  // measured (its value is no test: sanitizers slow it 15x)
   EXPECT_GT(info.launch_floor_us, 0.0);
   for (const Row& r : rows) {
     ASSERT_TRUE(r.error.empty()) << r.backend << ": " << r.error;
     EXPECT_GT(r.t.median_us, 0.0);
     EXPECT_GE(r.num_buffers, 1);
+    if (r.backend == "cublas_bf16_best") EXPECT_NE(r.config.find("fastest of"), std::string::npos) << r.config;
     if (r.backend == "fixture_wrong")
       EXPECT_FALSE(r.valid) << r.c.shape() << " m=" << r.c.m << " cosine " << r.cosine;
     else
