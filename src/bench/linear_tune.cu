@@ -239,6 +239,12 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
           for (size_t i = 0; i < finalists.size(); ++i) finalists[i] = i;
           if (screening) finalists = tune_finalists(screened, o.finalists, o.finalist_margin);
           row.finalists = int(finalists.size());
+          // A plan as the table entry that replays it.
+          auto entry = [&](const LinearPlan& pl, double us) {
+            detail::LinearConfig c{dev.name, bits, p.N, p.K, m, pl.path, pl.n_tiles, pl.warps, pl.splits, us, pl.items};
+            if (pl.path == LinearPath::dequant_cublas) c.gemm_algo = pl.gemm_algo;
+            return c;
+          };
           double best = 1e300;
           for (size_t i : finalists) {
             const double us = screening ? time_plan(ran[i], t) : screened[i];
@@ -247,20 +253,12 @@ std::vector<LinearTuneRow> run_linear_tune(const LinearTuneOptions& o,
                            plan_linear(m, p.N, p.K, bits, ran[i]).describe().c_str(), us);
             if (us < best) {
               best = us;
-              const LinearPlan pl = plan_linear(m, p.N, p.K, bits, ran[i]);
-              row.best = detail::LinearConfig{dev.name, bits, p.N, p.K, m, pl.path, pl.n_tiles, pl.warps, pl.splits, us,
-                                              pl.items};
-              if (pl.path == LinearPath::dequant_cublas) row.best.gemm_algo = pl.gemm_algo;
+              row.best = entry(plan_linear(m, p.N, p.K, bits, ran[i]), us);
             }
           }
           // The untuned plan (heuristic splits) is a candidate too: at 5d93ccc it beat every
           // listed one on glm47 o at M = 64, k = 3 and 5 (74.8 against 82.3 us).
-          if (row.heuristic_us < best) {
-            row.best = detail::LinearConfig{dev.name,        bits,          p.N,          p.K,
-                                            m,               heuristic.path, heuristic.n_tiles, heuristic.warps,
-                                            heuristic.splits, row.heuristic_us, heuristic.items};
-            if (heuristic.path == LinearPath::dequant_cublas) row.best.gemm_algo = heuristic.gemm_algo;
-          }
+          if (row.heuristic_us < best) row.best = entry(heuristic, row.heuristic_us);
           std::fprintf(stderr,
                        "%-36s k=%d M=%-5lld best %8.2f us (%s splits=%d n_tiles=%d warps=%d items=%s gemm_algo=%d) "
                        "heuristic %8.2f us\n",

@@ -21,8 +21,11 @@ inline constexpr int kLtMaxCandidates = 8;
 
 class LtGemm {
  public:
-  // algo: which of cuBLASLt's heuristic candidates for this problem (0: its first choice).
-  LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false, int algo = 0);
+  // algo: which of cuBLASLt's heuristic candidates for this problem (0: its first choice). One it does
+  // not offer is an error, or with or_first the first candidate (a tuned table's index, tuned on a
+  // problem whose list may differ).
+  LtGemm(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false, int algo = 0,
+         bool or_first = false);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -36,7 +39,7 @@ class LtGemm {
   static int candidate_count(int64_t m, int64_t n, int64_t k, DType dtype, bool residual, bool bias = false);
 
  private:
-  void init(int64_t m, int64_t n, int64_t k, DType dtype, int algo);
+  void init(int64_t m, int64_t n, int64_t k, DType dtype, int algo, bool or_first);
   void release();
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t op_ = nullptr;

@@ -477,14 +477,10 @@ void detail::run_lt_gemm(LinearWorkspace& ws, const TensorView& x, const void* w
   const int64_t m = x.rows, n = y.cols, k = x.cols;
   const auto key = std::make_tuple(m, n, k, int(x.dtype), residual != nullptr, bias != nullptr, algo);
   auto& gemm = impl.gemms[key];
-  if (!gemm) {
-    // A table's index was tuned on one problem (no residual or bias): where cuBLASLt offers fewer
-    // candidates for this one, its first choice.
-    const int offered = LtGemm::candidate_count(m, n, k, x.dtype, residual != nullptr, bias != nullptr);
-    KBIT_REQUIRE(algo < offered || !algo_forced, "linear: gemm_algo ", algo, " but cuBLASLt offers ", offered,
-                 " candidates for M=", m, " N=", n, " K=", k);
-    gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr, algo < offered ? algo : 0);
-  }
+  // A table's index was tuned on one problem (no residual or bias): where cuBLASLt offers fewer
+  // candidates for this one, its first choice.
+  if (!gemm)
+    gemm = std::make_unique<LtGemm>(m, n, k, x.dtype, residual != nullptr, bias != nullptr, algo, !algo_forced);
   gemm->run(x.data, w, residual, bias, y.data, impl.lt_workspace.data(), impl.lt_workspace.size(), stream);
 }
 
