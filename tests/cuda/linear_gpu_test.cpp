@@ -251,12 +251,6 @@ TEST(GpuLinear, AwkwardShapesEveryMEveryPath) {
   check_shape(17, 33, {1, 2, 9, 64}, {2, 3, 4, 5}, true, 303);
 }
 
-// Blocks whose E4M4 scale is subnormal (exponent field 0: amax below 2^-10 of the tensor scale).
-// The fused kernel's bf16 scale pairs are the scale byte's bits shifted into a bf16, which is then
-// a bf16 subnormal, times levels carrying 2^116 (scale_bits_pair_bf16): a multiply that flushed
-// subnormal inputs would zero these rows. Stripe 1 (rows 16-31) is 2^-17 times the others, so its
-// blocks get E4M4 bytes 1..15; in bf16 its outputs are checked on their own (the norm of the
-// whole matrix would hide them), through every path at M = 1, 8, 16.
 // The dequant_cublas path with each GEMM algorithm cuBLASLt offers (kbit tune's candidates), forced:
 // every one within the tolerance, y past M untouched; an index it does not offer is an error naming
 // the count, and so is one out of range.
@@ -302,6 +296,12 @@ TEST(GpuLinear, DequantCublasEveryGemmCandidate) {
   }
 }
 
+// Blocks whose E4M4 scale is subnormal (exponent field 0: amax below 2^-10 of the tensor scale).
+// The fused kernel's bf16 scale pairs are the scale byte's bits shifted into a bf16, which is then
+// a bf16 subnormal, times levels carrying 2^116 (scale_bits_pair_bf16): a multiply that flushed
+// subnormal inputs would zero these rows. Stripe 1 (rows 16-31) is 2^-17 times the others, so its
+// blocks get E4M4 bytes 1..15; in bf16 its outputs are checked on their own (the norm of the
+// whole matrix would hide them), through every path at M = 1, 8, 16.
 TEST(GpuLinear, SubnormalBlockScales) {
   KBIT_SKIP_WITHOUT_GPU();
   const int64_t n = 64, k = 640, tiny_begin = 16, tiny_end = 32;
