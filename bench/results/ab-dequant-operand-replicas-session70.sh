@@ -6,7 +6,9 @@ B=build-dev
 for v in b d; do
   timeout 40 $B/tests_$v --gtest_brief=1 --gtest_filter='GpuMma16.Operand*:GpuLinearDense.*:GpuLinear.AwkwardShapes*' > $O/tests_$v.log 2>&1; echo "tests $v rc=$?"; tail -n 1 $O/tests_$v.log
 done
-timeout 30 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests_d --gtest_brief=1 --gtest_filter='GpuMma16.Operand*' > $O/racecheck_d.log 2>&1; echo "racecheck d rc=$?"; tail -n 1 $O/racecheck_d.log
+for v in b d; do for tool in memcheck racecheck; do
+  timeout 40 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests_$v --gtest_brief=1 --gtest_filter='GpuMma16.Operand*' > $O/${tool}_$v.log 2>&1; echo "$tool $v rc=$?"; tail -n 1 $O/${tool}_$v.log
+done; done
 for round in 1 2; do
   for v in a b d; do
     timeout 40 $B/kbit_$v bench --model qwen3_coder_next --m 512,4096 --bits 2,3,4,5 --backend kbit_dequant_cublas \

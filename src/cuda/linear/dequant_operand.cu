@@ -7,7 +7,8 @@
 // Layout: (stripe, supertile) units interleaved over the grid's warps; per unit a lane
 // loads its k 8-byte words (streamed, evict-first) and its 8-byte scale word, the next unit's
 // loads issued before this one is decoded. Decode as the tile kernels': k = 2 by prmt from a
-// register pool, k >= 3 one shared-memory pair-table load per pair (PairLut, filled per CTA).
+// register pool, k >= 3 one shared-memory pair-table load per pair (PairLut's codes, filled per CTA
+// with few replicas: 1-4 KB, see kOperandReplicas).
 // Lane (g, c) writes rows g and g + 8 of the stripe, 8 columns per block: a warp's 16-byte
 // store covers 8 rows x 64 contiguous bytes, the unit 16 rows x 256 bytes.
 // Launch: 256-thread CTAs, SMs x resident CTAs at most (fewer where the units run out).
@@ -16,7 +17,9 @@
 // two rounds, BENCHMARKS.md): M = 512 2.6-16% faster than with that kernel on all 72 dense cases
 // (geomean 0.925; Qwen3 2048 x 512 7.85 -> 6.58 us at k = 2, glm47 kv 27.0 -> 25.2 at k = 4),
 // M = 4096 glm47 (one round) 0.966-1.008x its time. k >= 3 request their first weights before the pair
-// table (2026-12-05): Qwen3 k = 4, 5 3.2-3.6% faster at M = 512 (docs/KERNEL_HISTORY.md).
+// table (2026-12-05): Qwen3 k = 4, 5 3.2-3.6% faster at M = 512 (docs/KERNEL_HISTORY.md). The 1-4 KB
+// table in place of 32 KB (2026-12-05, H100, two rounds): Qwen3's small W at M = 512 and k >= 3 0.15-0.3 us
+// (2.2%) faster, larger W and k = 2 unchanged.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -30,9 +33,36 @@ namespace {
 constexpr int kOperandThreads = 256;
 constexpr int kOperandWarps = kOperandThreads / 32;
 
+// Replicas of each pair-table entry: fewer than the fused kernels' (32 at k = 3, 4, 8 at k = 5,
+// so that a warp's lookups never collide in a bank) keep the table at 4 KB, filled in one
+// 16-byte store per thread, at the price of bank conflicts in the lookups.
+template <int KB>
+constexpr int kOperandReplicas = KB == 5 ? 1 : 4;
+template <int KB>
+constexpr int operand_lut_words() {
+  return KB >= 3 ? PairLut<KB>::entries * kOperandReplicas<KB> : 0;
+}
 template <int KB>
 constexpr size_t operand_smem_bytes() {
-  return KB >= 3 ? size_t(PairLut<KB>::words) * 4 : 0;
+  return size_t(operand_lut_words<KB>()) * 4;
+}
+
+// The pair table with kOperandReplicas<KB> copies of each entry (fill_pair_table's layout).
+template <int KB>
+__device__ __forceinline__ void fill_operand_pair_table(uint32_t lut, const uint16_t (&codebook16)[32],
+                                                        uint32_t (&cb16)[32]) {
+  constexpr int replicas = kOperandReplicas<KB>, mask = (1 << KB) - 1;
+  if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = codebook16[threadIdx.x];
+  __syncthreads();
+  for (int i = threadIdx.x; i < operand_lut_words<KB>() / 4; i += int(blockDim.x)) {
+    uint32_t v[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int entry = (i * 4 + q) / replicas;
+      v[q] = cb16[entry & mask] | cb16[(entry >> KB) & mask] << 16;
+    }
+    sts128(lut + uint32_t(i) * 16, make_uint4(v[0], v[1], v[2], v[3]));
+  }
 }
 
 // Block j's scale byte of a lane's scale word times the tensor scale, as a packed pair of T.
@@ -100,11 +130,11 @@ __global__ void __launch_bounds__(kOperandThreads) dequantize_operand_kernel(con
   } else {
     if (u < units) load(next, u);
     tensor_scale = a.meta->tensor_scale;
-    fill_pair_table<KB>(lut, a.codebook16, cb16);
+    fill_operand_pair_table<KB>(lut, a.codebook16, cb16);
     __syncthreads();
     if (u >= units) return;
   }
-  const uint32_t lut_lane = lut + uint32_t(lane % PairLut<KB>::replicas) * 4;
+  const uint32_t lut_lane = lut + uint32_t(lane % kOperandReplicas<KB>) * 4;
   uint16_t* out = static_cast<uint16_t*>(a.out);
   const int64_t step_stripes = warps / a.supertiles;
   const int step_st = int(warps - step_stripes * a.supertiles);
@@ -123,7 +153,7 @@ __global__ void __launch_bounds__(kOperandThreads) dequantize_operand_kernel(con
       const uint32_t s_hi = block_amax_pair<T>(cur.scales.y, j, tensor_scale);
       uint32_t p[2][4];
 #pragma unroll
-      for (int s = 0; s < 2; ++s) decode_pairs<KB>(w, j, s, lut_lane, pool_lo, pool_hi, p[s]);
+      for (int s = 0; s < 2; ++s) decode_pairs<KB, kOperandReplicas<KB>>(w, j, s, lut_lane, pool_lo, pool_hi, p[s]);
       // the same element order as decode_scaled_block (tile_linear.cuh): rows g, g + 8, columns 32j + 8c ..
       const uint4 row_g = make_uint4(mul2<T>(p[0][0], s_lo), mul2<T>(p[0][2], s_lo), mul2<T>(p[1][0], s_lo),
                                      mul2<T>(p[1][2], s_lo));
