@@ -23,42 +23,5 @@ if [ "${AB_H200_M4096:-1}" = 1 ] && nvidia-smi --query-gpu=name --format=csv,noh
     done
   done
 fi
-python3 - "$O" <<'PY'
-import json, sys, glob, statistics as st
-o = sys.argv[1]; t = {}
-for f in glob.glob(o + '/ab_*_*.jsonl'):
-    v = f.split('/')[-1].split('_')[1]
-    for l in open(f):
-        r = json.loads(l)
-        if r['backend'] == 'kbit_dequant_cublas': t.setdefault((r['shape'].split('.')[-1], r['m'], r['bits']), {}).setdefault(v, []).append(r['median_us'])
-rat = {}
-for (s, m, k), d in sorted(t.items(), key=lambda x: (x[0][1], x[0][2], x[0][0])):
-    a = st.mean(d['a']); line = f"{s:9s} M={m:4d} k={k} a {a:6.2f}"
-    for v in 'bce':
-        if v in d:
-            x = st.mean(d[v]); small = s in ('k', 'v', 'shared_dn', 'moe_dn', 'shared_gu', 'moe_gu')
-            rat.setdefault((k == 2, small, v), []).append(x / a); line += f" {v} {x:6.2f} ({x/a:.3f})"
-    print(line)
-for (k2, small, v), r in sorted(rat.items()): print(f"{'k=2' if k2 else 'k>=3'} {'small' if small else 'large'} {v}/a {st.geometric_mean(r):.4f} ({min(r):.3f}-{max(r):.3f})")
-PY
-# H200 M = 4096 rows (cuBLAS rows carry bits = 0: matched by (shape, M)).
-ls $O/v_*.jsonl > /dev/null 2>&1 && python3 - "$O" <<'PY'
-import json, sys, glob, statistics as st
-o = sys.argv[1]; t = {}; cb = {}
-for f in glob.glob(o + '/v_*_*.jsonl'):
-    v = f.split('/')[-1].split('_')[1]
-    for l in open(f):
-        r = json.loads(l); s = r['shape'].split('.')[-1]
-        if r['backend'] == 'cublas_bf16': cb.setdefault((s, r['m']), {}).setdefault(v, []).append(r['median_us'])
-        else: t.setdefault((s, r['m'], r['bits']), {}).setdefault(v, []).append(r['median_us'])
-short = {'a': 0, 'b': 0}; rat = {}
-for key, d in sorted(t.items(), key=lambda x: (x[0][1], x[0][2], x[0][0])):
-    line = f"{key[0]:9s} M={key[1]:4d} k={key[2]}"
-    for v in 'ab':
-        c = cb[(key[0], key[1])][v]; k = d[v]
-        x = st.mean(c) / st.mean(k); line += f"  {v}: cublas {st.mean(c):7.2f} kbit {st.mean(k):7.2f} ({'/'.join(f'{z:.2f}' for z in k)}) x{x:.3f}"
-        if x < 0.9: short[v] += 1
-    line += f"  b/a {st.mean(d['b'])/st.mean(d['a']):.3f}"
-    print(line)
-print('rows under 0.9x:', short)
-PY
+python3 "$(dirname "$0")/ab_summary.py" forced "$O" bce
+ls $O/v_*.jsonl > /dev/null 2>&1 && python3 "$(dirname "$0")/ab_summary.py" vs-cublas "$O" ab
