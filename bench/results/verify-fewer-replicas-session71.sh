@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 71: main with the 1-4 KB operand pair tables (kbit_b, tests_b) on a GPU: every GPU test, then
+# Session 71: main with the 4 KB operand pair tables (kbit_b, tests_b) on a GPU: every GPU test, then
 # Qwen3 M = 512 / 4096 against cuBLAS bf16 beside the previous main (kbit_a), rounds a b a b.
 set -u
 O=${OUT:-/tmp/kbit-out}

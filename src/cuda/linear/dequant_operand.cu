@@ -8,7 +8,7 @@
 // loads its k 8-byte words (streamed, evict-first) and its 8-byte scale word, the next unit's
 // loads issued before this one is decoded. Decode as the tile kernels': k = 2 by prmt from a
 // register pool, k >= 3 one shared-memory pair-table load per pair (PairLut's codes, filled per CTA
-// with few replicas: 1-4 KB, see kOperandReplicas).
+// with few replicas: 4 KB, see kOperandReplicas).
 // Lane (g, c) writes rows g and g + 8 of the stripe, 8 columns per block: a warp's 16-byte
 // store covers 8 rows x 64 contiguous bytes, the unit 16 rows x 256 bytes.
 // Launch: 256-thread CTAs, SMs x resident CTAs at most (fewer where the units run out).
@@ -17,7 +17,7 @@
 // two rounds, BENCHMARKS.md): M = 512 2.6-16% faster than with that kernel on all 72 dense cases
 // (geomean 0.925; Qwen3 2048 x 512 7.85 -> 6.58 us at k = 2, glm47 kv 27.0 -> 25.2 at k = 4),
 // M = 4096 glm47 (one round) 0.966-1.008x its time. k >= 3 request their first weights before the pair
-// table (2026-12-05): Qwen3 k = 4, 5 3.2-3.6% faster at M = 512 (docs/KERNEL_HISTORY.md). The 1-4 KB
+// table (2026-12-05): Qwen3 k = 4, 5 3.2-3.6% faster at M = 512 (docs/KERNEL_HISTORY.md). The 4 KB
 // table in place of 32 KB (2026-12-05, H100, two rounds): Qwen3's small W at M = 512 and k >= 3 0.15-0.3 us
 // (2.2%) faster, larger W and k = 2 unchanged.
 #include <cuda_bf16.h>
@@ -34,8 +34,9 @@ constexpr int kOperandThreads = 256;
 constexpr int kOperandWarps = kOperandThreads / 32;
 
 // Replicas of each pair-table entry: fewer than the fused kernels' (32 at k = 3, 4, 8 at k = 5,
-// so that a warp's lookups never collide in a bank) keep the table at 4 KB, filled in one
-// 16-byte store per thread, at the price of bank conflicts in the lookups.
+// so that a warp's lookups never collide in a bank) keep the table at 4 KB (256 codes x 4 at
+// k = 3, 4; 1024 x 1 at k = 5), filled in one 16-byte store per thread, at the price of bank
+// conflicts in the lookups.
 template <int KB>
 constexpr int kOperandReplicas = KB == 5 ? 1 : 4;
 template <int KB>
