@@ -48,20 +48,17 @@ constexpr size_t operand_smem_bytes() {
   return size_t(operand_lut_words<KB>()) * 4;
 }
 
-// The pair table with kOperandReplicas<KB> copies of each entry (fill_pair_table's layout).
+// The pair table with kOperandReplicas<KB> copies of each entry (fill_pair_table's layout; its
+// fill stores one entry 4 times per 16 bytes, these up to 4 entries).
 template <int KB>
 __device__ __forceinline__ void fill_operand_pair_table(uint32_t lut, const uint16_t (&codebook16)[32],
                                                         uint32_t (&cb16)[32]) {
-  constexpr int replicas = kOperandReplicas<KB>, mask = (1 << KB) - 1;
   if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = codebook16[threadIdx.x];
   __syncthreads();
   for (int i = threadIdx.x; i < operand_lut_words<KB>() / 4; i += int(blockDim.x)) {
     uint32_t v[4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int entry = (i * 4 + q) / replicas;
-      v[q] = cb16[entry & mask] | cb16[(entry >> KB) & mask] << 16;
-    }
+    for (int q = 0; q < 4; ++q) v[q] = pair_table_entry<KB>(cb16, (i * 4 + q) / kOperandReplicas<KB>);
     sts128(lut + uint32_t(i) * 16, make_uint4(v[0], v[1], v[2], v[3]));
   }
 }

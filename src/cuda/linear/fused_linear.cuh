@@ -146,6 +146,13 @@ __device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
+// One entry: the levels of the pair code's low and high KB bits, as a packed pair (bits of the
+// code above 2 KB are ignored: k = 3's codes are bytes).
+template <int KB>
+__device__ __forceinline__ uint32_t pair_table_entry(const uint32_t (&cb16)[32], int code) {
+  return cb16[code & ((1 << KB) - 1)] | cb16[(code >> KB) & ((1 << KB) - 1)] << 16;
+}
+
 // k >= 3's pair table at shared address lut (the fused kernel's PairLut: the levels of two
 // codes per 32-bit entry, 32 replicas so that every lane reads its own bank, k = 5 8): one
 // load + one prmt + one multiply-add per pair where shuffles take two of each and a prmt.
@@ -156,8 +163,7 @@ __device__ __forceinline__ void fill_pair_table(uint32_t lut, const uint16_t (&c
   if (threadIdx.x < (1 << KB)) cb16[threadIdx.x] = codebook16[threadIdx.x];
   __syncthreads();
   for (int i = threadIdx.x; i < Lut::words / 4; i += int(blockDim.x)) {
-    const int entry = i * 4 / Lut::replicas;
-    const uint32_t v = cb16[entry & ((1 << KB) - 1)] | cb16[(entry >> KB) & ((1 << KB) - 1)] << 16;
+    const uint32_t v = pair_table_entry<KB>(cb16, i * 4 / Lut::replicas);
     sts128(lut + uint32_t(i) * 16, make_uint4(v, v, v, v));
   }
 }
