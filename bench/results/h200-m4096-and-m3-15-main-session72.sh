@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Session 72, H200 only (exits at once elsewhere): main's (edc8110) Qwen3 rows at M = 4096 against cuBLAS bf16, two
+# Session 72, H200 only (exits at once elsewhere, unless ANY_GPU=1): main's (edc8110) Qwen3 rows at M = 4096 against cuBLAS bf16, two
 # rounds (issue 4's nine short rows, first H200 run of the 4 KB operand table), then every dense projection at the M
 # in 1..16 that the sixty-first session's full table did not hold (3, 5-7, 9-15), k = 2..5.
 # STEPS picks the parts: q (Qwen3 M = 4096), a (M = 3, 5, 6, 7), b (M = 9..15), c (all models at M = 512, 4096),
 # m (Qwen3 experts at T = 1..16, k = 2..5, issue 5's "every T and k").
 set -u
 O=${OUT:-/tmp/kbit-out}
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing run"; exit 0; }
+[ "${ANY_GPU:-0}" = 1 ] || nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing run"; exit 0; }
 B=build-dev/kbit_b
 STEPS=${STEPS:-qab}
 all() {  # name, M list, timeout
@@ -24,6 +24,6 @@ case $STEPS in *a*) all m3-7 3,5,6,7 220 ;; esac
 case $STEPS in *b*) all m9-15 9,10,11,12,13,14,15 300 ;; esac
 case $STEPS in *c*) all m512-4096 512,4096 500 ;; esac
 case $STEPS in *m*)
-  timeout 300 $B bench moe --model qwen3_coder_next --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --bits 2,3,4,5 \
+  timeout ${MOE_TIMEOUT:-300} $B bench moe --model qwen3_coder_next --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --bits 2,3,4,5 \
     --json "$O/moe-qwen3-t1-16.jsonl" > "$O/moe-qwen3-t1-16.txt" 2>&1; echo "moe rc=$? $(date -u +%T)" ;;
 esac
