@@ -1017,8 +1017,12 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
   ctas = std::max<int64_t>(ctas, 1);
   int64_t warps = std::min<int64_t>(ctas * kGemvWarps, units);
   // Splitting a stripe between warps costs a fence, an atomic and a second pass over
-  // the pieces (~1.5 us of latency): not worth it to gain less than 2x in parallelism.
-  if (a.stripes >= warps / 2) {
+  // the pieces (~1.5 us of latency): not worth it to gain less than 2x in parallelism at
+  // k >= 4. At k = 2, 3 (the loop issue-bound) from 1.33x on: whole stripes left glm47
+  // shared_gu (1536 stripes) on 96 of 132 SMs, and split it ran 7-13% faster at M = 1, 2, 4
+  // (H100, 2026-12-06: k = 2 22.57 -> 20.48 us at M = 1; k = 4 0.98-1.00, k = 5 1.02-1.03, so
+  // those keep 2x; bench/results/h100-ab-gemv-split-rule-session73.txt).
+  if (KB <= 3 ? a.stripes * 4 >= warps * 3 : a.stripes >= warps / 2) {
     warps = std::min<int64_t>(a.stripes, int64_t(sm_count()) * per_sm * kGemvWarps);
     ctas = (warps + kGemvWarps - 1) / kGemvWarps;
   }
