@@ -181,5 +181,40 @@ TEST(GemvSmem, BulkCopiesOfXWhereRowsAllowThem) {
   EXPECT_TRUE(gemv_x_bulk(a, 6));
 }
 
+// The dense grid: equal ranges over one wave of warps, or whole stripes where a split gains
+// too little (below 2x at k >= 4, below 1.33x at k = 2, 3).
+TEST(GemvDenseSplit, WholeStripesOnlyWhereSplittingGainsTooLittle) {
+  const int64_t sms = 132, all_warps = sms * kGemvWarps;
+  // glm47 shared_gu: 1536 stripes x 40 supertiles. Split at k = 2, 3 (1.375x more warps), whole at k = 4, 5.
+  for (int bits = 2; bits <= 5; ++bits) {
+    const GemvDenseSplit s = gemv_dense_split(bits, 1536, 1536 * 40, sms, 1, 0);
+    EXPECT_EQ(s.warps, bits <= 3 ? all_warps : 1536) << bits;
+    EXPECT_EQ(s.ctas, bits <= 3 ? sms : 1536 / kGemvWarps) << bits;
+  }
+  // glm47 q (768 stripes x 40): split at every k; kv (128 x 40) too.
+  for (int bits = 2; bits <= 5; ++bits) {
+    EXPECT_EQ(gemv_dense_split(bits, 768, 768 * 40, sms, 1, 0).warps, all_warps);
+    EXPECT_EQ(gemv_dense_split(bits, 128, 128 * 40, sms, 1, 0).warps, all_warps);
+  }
+  // More stripes than warps: one stripe per warp on the whole wave.
+  EXPECT_EQ(gemv_dense_split(2, 4000, 4000 * 8, sms, 1, 0).warps, all_warps);
+  EXPECT_EQ(gemv_dense_split(4, 4000, 4000 * 8, sms, 1, 0).ctas, sms);
+  // Few units: kGemvMinUnits per warp at least, never fewer than one CTA; max_ctas caps the grid.
+  const GemvDenseSplit tiny = gemv_dense_split(4, 2, 2, sms, 1, 0);
+  EXPECT_EQ(tiny.ctas, 1);
+  EXPECT_EQ(tiny.warps, 2);
+  const GemvDenseSplit capped = gemv_dense_split(3, 768, 768 * 40, sms, 1, 10);  // whole stripes, within the cap
+  EXPECT_EQ(capped.ctas, 10);
+  EXPECT_EQ(capped.warps, 10 * kGemvWarps);
+  const GemvDenseSplit capped_split = gemv_dense_split(3, 40, 40 * 40, sms, 1, 10);
+  EXPECT_EQ(capped_split.ctas, 10);
+  EXPECT_EQ(capped_split.warps, 10 * kGemvWarps);
+  // The thresholds themselves, at their edges.
+  EXPECT_TRUE(gemv_whole_stripes(3, 1584, 2112));   // 2112 / 1584 = 1.33x: not worth a split
+  EXPECT_FALSE(gemv_whole_stripes(3, 1583, 2112));
+  EXPECT_TRUE(gemv_whole_stripes(4, 1056, 2112));   // 2x
+  EXPECT_FALSE(gemv_whole_stripes(4, 1055, 2112));
+}
+
 }  // namespace
 }  // namespace kbit::cuda::detail

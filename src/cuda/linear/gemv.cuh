@@ -1011,21 +1011,8 @@ void launch_gemv_instance(const GemvArgs& a, cudaStream_t stream) {
   const int per_sm = std::min(gemv_ctas_per_sm<KB, T, M, false>(map.total), kGemvMaxCtasPerSm);
   const int64_t units = int64_t(a.stripes) * a.supertiles;
   KBIT_REQUIRE(units < (int64_t(1) << 30), "gemv: W has too many 16 x 128 units (", units, ")");
-  int64_t ctas = std::min<int64_t>(int64_t(sm_count()) * per_sm,
-                                   (units + kGemvWarps * kGemvMinUnits - 1) / (kGemvWarps * kGemvMinUnits));
-  if (a.max_ctas > 0) ctas = std::min<int64_t>(ctas, a.max_ctas);
-  ctas = std::max<int64_t>(ctas, 1);
-  int64_t warps = std::min<int64_t>(ctas * kGemvWarps, units);
-  // Splitting a stripe between warps costs a fence, an atomic and a second pass over
-  // the pieces (~1.5 us of latency): not worth it to gain less than 2x in parallelism at
-  // k >= 4. At k = 2, 3 (the loop issue-bound) from 1.33x on: whole stripes left glm47
-  // shared_gu (1536 stripes) on 96 of 132 SMs, and split it ran 7-13% faster at M = 1, 2, 4
-  // (H100, 2026-12-06: k = 2 22.57 -> 20.48 us at M = 1; k = 4 0.98-1.00, k = 5 1.02-1.03, so
-  // those keep 2x; bench/results/h100-ab-gemv-split-rule-session73.txt).
-  if (KB <= 3 ? a.stripes * 4 >= warps * 3 : a.stripes >= warps / 2) {
-    warps = std::min<int64_t>(a.stripes, int64_t(sm_count()) * per_sm * kGemvWarps);
-    ctas = (warps + kGemvWarps - 1) / kGemvWarps;
-  }
+  const GemvDenseSplit split = gemv_dense_split(KB, a.stripes, units, sm_count(), per_sm, a.max_ctas);
+  const int64_t ctas = split.ctas, warps = split.warps;
   KBIT_REQUIRE(2 * warps * 16 * M <= a.piece_floats && a.stripes <= a.counter_count,
                "gemv: the workspace holds ", a.piece_floats, " partial floats and ", a.counter_count,
                " counters; this call needs ", 2 * warps * 16 * M, " and ", a.stripes);

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kbit/dtype.h"
@@ -26,6 +27,35 @@ inline constexpr int kGemvMaxCtasPerSm = 2;  // the workspace's partial sums are
 inline constexpr int kGemvSplitSlack = 2;
 // Shared memory of one CTA that the GEMV may use (the H200's 227 KB per block).
 inline constexpr int64_t kGemvMaxSmem = 227 * 1024;
+
+// The dense GEMV's grid (host arithmetic, CPU-tested): CTAs of kGemvWarps warps over the units
+// (at least kGemvMinUnits per warp, one wave of per_sm CTAs per SM, at most max_ctas when > 0),
+// each warp an equal contiguous range (stream-K), or one whole stripe per warp where splitting
+// stripes would gain too little parallelism. A split stripe costs a fence, an atomic and a
+// second pass over its pieces (~1.5 us of latency): not worth it below 2x at k >= 4. At
+// k = 2, 3 (the loop issue-bound) from 1.33x on: whole stripes left glm47 shared_gu (1536
+// stripes) on 96 of 132 SMs, and split it ran 7-13% faster at M = 1, 2, 4 (H100, 2026-12-06:
+// k = 2 22.57 -> 20.48 us at M = 1; k = 4 0.98-1.00, k = 5 1.02-1.03, so those keep 2x;
+// bench/results/h100-ab-gemv-split-rule-session73.txt).
+struct GemvDenseSplit {
+  int64_t ctas = 1, warps = 1;
+};
+constexpr bool gemv_whole_stripes(int bits, int64_t stripes, int64_t warps) {
+  return bits <= 3 ? stripes * 4 >= warps * 3 : stripes >= warps / 2;
+}
+constexpr GemvDenseSplit gemv_dense_split(int bits, int64_t stripes, int64_t units, int64_t sms, int64_t per_sm,
+                                          int64_t max_ctas) {
+  GemvDenseSplit s;
+  const int64_t wave = std::max<int64_t>(max_ctas > 0 ? std::min(sms * per_sm, max_ctas) : sms * per_sm, 1);
+  s.ctas = std::max<int64_t>(
+      std::min<int64_t>(wave, (units + kGemvWarps * kGemvMinUnits - 1) / (kGemvWarps * kGemvMinUnits)), 1);
+  s.warps = std::min<int64_t>(s.ctas * kGemvWarps, units);
+  if (gemv_whole_stripes(bits, stripes, s.warps)) {
+    s.warps = std::min<int64_t>(stripes, wave * kGemvWarps);
+    s.ctas = (s.warps + kGemvWarps - 1) / kGemvWarps;
+  }
+  return s;
+}
 
 struct GemvArgs : LinearOperands {
   float* pieces = nullptr;         // [2 * warps of the grid][16][M] partial sums of split stripes
