@@ -196,7 +196,7 @@ TEST(GemvDenseSplit, WholeStripesOnlyWhereSplittingGainsTooLittle) {
     EXPECT_EQ(gemv_dense_split(bits, 768, 768 * 40, sms, 1, 0).warps, all_warps);
     EXPECT_EQ(gemv_dense_split(bits, 128, 128 * 40, sms, 1, 0).warps, all_warps);
   }
-  // More stripes than warps: one stripe per warp on the whole wave.
+  // More stripes than warps: the whole wave.
   EXPECT_EQ(gemv_dense_split(2, 4000, 4000 * 8, sms, 1, 0).warps, all_warps);
   EXPECT_EQ(gemv_dense_split(4, 4000, 4000 * 8, sms, 1, 0).ctas, sms);
   // Few units: kGemvMinUnits per warp at least, never fewer than one CTA; max_ctas caps the grid.
