@@ -185,11 +185,11 @@ TEST(GemvSmem, BulkCopiesOfXWhereRowsAllowThem) {
 // too little (below 2x at k >= 4, below 1.33x at k = 2, 3).
 TEST(GemvDenseSplit, WholeStripesOnlyWhereSplittingGainsTooLittle) {
   const int64_t sms = 132, all_warps = sms * kGemvWarps;
-  // glm47 shared_gu: 1536 stripes x 40 supertiles. Split at k = 2, 3 (1.375x more warps), whole at k = 4, 5.
+  // glm47 shared_gu: 1536 stripes x 40 supertiles. Split at k = 2..4 (1.375x more warps), whole at k = 5.
   for (int bits = 2; bits <= 5; ++bits) {
     const GemvDenseSplit s = gemv_dense_split(bits, 1536, 1536 * 40, sms, 1, 0);
-    EXPECT_EQ(s.warps, bits <= 3 ? all_warps : 1536) << bits;
-    EXPECT_EQ(s.ctas, bits <= 3 ? sms : 1536 / kGemvWarps) << bits;
+    EXPECT_EQ(s.warps, bits <= 4 ? all_warps : 1536) << bits;
+    EXPECT_EQ(s.ctas, bits <= 4 ? sms : 1536 / kGemvWarps) << bits;
   }
   // glm47 q (768 stripes x 40): split at every k; kv (128 x 40) too.
   for (int bits = 2; bits <= 5; ++bits) {
@@ -212,8 +212,10 @@ TEST(GemvDenseSplit, WholeStripesOnlyWhereSplittingGainsTooLittle) {
   // The thresholds themselves, at their edges.
   EXPECT_TRUE(gemv_whole_stripes(3, 1584, 2112));   // 2112 / 1584 = 1.33x: not worth a split
   EXPECT_FALSE(gemv_whole_stripes(3, 1583, 2112));
-  EXPECT_TRUE(gemv_whole_stripes(4, 1056, 2112));   // 2x
-  EXPECT_FALSE(gemv_whole_stripes(4, 1055, 2112));
+  EXPECT_TRUE(gemv_whole_stripes(4, 1584, 2112));
+  EXPECT_FALSE(gemv_whole_stripes(4, 1583, 2112));
+  EXPECT_TRUE(gemv_whole_stripes(5, 1056, 2112));   // 2x
+  EXPECT_FALSE(gemv_whole_stripes(5, 1055, 2112));
 }
 
 }  // namespace

@@ -33,7 +33,7 @@
 // an mbarrier that every lane arrives on orders the pieces before its sum.
 // Launch: one CTA of 16 warps per SM (the tables and x take 64-228 KB of shared
 // memory); grid of min(SMs, units / 32) CTAs, whole stripes per warp when splitting
-// would gain less than 2x (1.33x at k = 2, 3: gemv_dense_split, gemv_args.h).
+// would gain less than 2x (1.33x at k = 2..4: gemv_dense_split, gemv_args.h).
 // Grouped mode (kbit::expert_linear at decode): units over (tile of 1/2/4 rows of a
 // non-empty expert, stripe, supertile) from the device offsets; x can be staged through
 // a row gather or SwiGLU (GemvArgs::x_gather, x_swiglu; kbit::moe_forward's folds).

@@ -32,16 +32,17 @@ inline constexpr int64_t kGemvMaxSmem = 227 * 1024;
 // (at least kGemvMinUnits per warp, one wave of per_sm CTAs per SM, at most max_ctas when > 0),
 // each warp an equal contiguous range (stream-K), or one whole stripe per warp where splitting
 // stripes would gain too little parallelism. A split stripe costs a fence, an atomic and a
-// second pass over its pieces (~1.5 us of latency): not worth it below 2x at k >= 4. At
-// k = 2, 3 (the loop issue-bound) from 1.33x on: whole stripes left glm47 shared_gu (1536
-// stripes) on 96 of 132 SMs, and split it ran 7-13% faster at M = 1, 2, 4 (H100, 2026-12-06:
-// k = 2 22.57 -> 20.48 us at M = 1; k = 4 0.98-1.00, k = 5 1.02-1.03, so those keep 2x;
-// bench/results/h100-ab-gemv-split-rule-session73.txt).
+// second pass over its pieces (~1.5 us of latency): not worth it below 2x at k = 5. At
+// k = 2..4 from 1.33x on: whole stripes left glm47 shared_gu (1536 stripes) on 96 of 132 SMs,
+// and split it ran 7-13% faster at M = 1, 2, 4 for k = 2, 3 and 1-2.3% for k = 4 (H100,
+// 2026-12-06, two sessions: k = 2 22.57 -> 20.48 us at M = 1, k = 4 28.04 -> 27.38 at M = 2);
+// k = 5 ran 1.00-1.02x slower split, so it keeps 2x (bench/results/h100-ab-gemv-split-rule-session73.txt,
+// h100-ab-gemv-split-rule-k4-session74.txt).
 struct GemvDenseSplit {
   int64_t ctas = 1, warps = 1;
 };
 constexpr bool gemv_whole_stripes(int bits, int64_t stripes, int64_t warps) {
-  return bits <= 3 ? stripes * 4 >= warps * 3 : stripes >= warps / 2;
+  return bits <= 4 ? stripes * 4 >= warps * 3 : stripes >= warps / 2;
 }
 constexpr GemvDenseSplit gemv_dense_split(int bits, int64_t stripes, int64_t units, int64_t sms, int64_t per_sm,
                                           int64_t max_ctas) {
