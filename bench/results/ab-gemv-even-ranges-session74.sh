@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Session 74 A/B: the GEMV's warp ranges at floor(w U / W) (the longer ranges spread over the CTAs; GemvRanges)
+# against main e3d162f (the first U % W warps take the longer ranges). Carried: kbit_b (main), kbit_n, tests_n.
+# Any card (an A/B within one call). Dense: kbit_gemv forced, glm47 every projection at M = 1, 2, 4 and Qwen3 at
+# M = 1, k = 2..5; grouped: GLM-4.7 experts T = 1, 4, 16, k = 4. Two alternating rounds.
+set -u
+R=${OUT:-/tmp/kbit-out}
+O=$R/w; mkdir -p $O
+D=build-dev
+echo "== GPU tests of the new ranges $(date -u +%T)"
+timeout 170 $D/tests_n --gtest_filter="${TESTS:-GpuLinear.Gemv*:GpuLinear.BitIdenticalRunToRunAndUnderGraphCapture:GpuExpertLinear*}" \
+  > $O/tests_n.log 2>&1; echo "tests rc=$? $(grep -E '^\[  (PASSED|FAILED)|FAILED  \]|tests from .* ran' $O/tests_n.log | head -12 | tr '\n' ' ')"
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $D/tests_n --gtest_filter='GpuLinear.GemvDecodesEveryWeightPosition' > $O/memcheck_n.log 2>&1
+echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' $O/memcheck_n.log | tail -1)"
+for round in 1 2; do
+  for v in b n; do
+    timeout 100 $D/kbit_$v bench --model glm47 --m 1,2,4 --bits 2,3,4,5 --backend kbit_gemv --no-routed-moe --repeats 7 \
+      --json $O/ab_${v}_$round.jsonl > /dev/null 2>&1; echo "glm47 $v round $round rc=$? $(date -u +%T)"
+    timeout 60 $D/kbit_$v bench --model qwen3_coder_next --m 1 --bits 2,3,4,5 --backend kbit_gemv --no-routed-moe --repeats 7 \
+      --json $O/abq_${v}_$round.jsonl > /dev/null 2>&1; echo "qwen3 $v round $round rc=$? $(date -u +%T)"
+    timeout 120 $D/kbit_$v bench moe --model glm47 --tokens 1,4 --bits 4 --json $O/abm_${v}_$round.jsonl > $O/abm_${v}_$round.txt 2>&1
+    echo "moe $v round $round rc=$? $(date -u +%T)"
+  done
+done
+python3 - "$O" <<'PY'
+import glob, json, statistics as st, sys
+o = sys.argv[1]; t = {}
+for f in glob.glob(o + '/ab*_*_*.jsonl'):
+    v = f.split('/')[-1].split('_')[1]
+    for line in open(f):
+        r = json.loads(line)
+        us = r.get('median_us', r.get('kbit_expert_linear_us'))
+        if us is None or not r.get('valid', True) or r.get('backend', 'kbit_gemv') != 'kbit_gemv':
+            continue
+        key = (r.get('shape', r.get('projection')), r.get('m', r.get('tokens')), r.get('bits'))
+        t.setdefault(key, {}).setdefault(v, []).append(us)
+rat = {}
+for k, d in sorted(t.items(), key=str):
+    if 'b' in d and 'n' in d:
+        b, n = st.mean(d['b']), st.mean(d['n'])
+        print(f"{str(k[0]):28s} M/T={k[1]} k={k[2]} main {b:8.2f} even {n:8.2f} ratio {n / b:.3f}")
+        rat.setdefault((k[1], k[2]), []).append(n / b)
+for k, v in sorted(rat.items(), key=str):
+    print(f"M/T={k[0]} k={k[1]} geomean even/main {st.geometric_mean(v):.3f} over {len(v)}")
+PY
+tar -C $O -cJf $R/ab-even-ranges.tar.xz . && rm -rf $O
