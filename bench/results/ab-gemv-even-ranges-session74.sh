@@ -22,25 +22,5 @@ for round in 1 2; do
     echo "moe $v round $round rc=$? $(date -u +%T)"
   done
 done
-python3 - "$O" <<'PY'
-import glob, json, statistics as st, sys
-o = sys.argv[1]; t = {}
-for f in glob.glob(o + '/ab*_*_*.jsonl'):
-    v = f.split('/')[-1].split('_')[1]
-    for line in open(f):
-        r = json.loads(line)
-        us = r.get('median_us', r.get('kbit_expert_linear_us'))
-        if us is None or not r.get('valid', True) or r.get('backend', 'kbit_gemv') != 'kbit_gemv':
-            continue
-        key = (r.get('shape', r.get('projection')), r.get('m', r.get('tokens')), r.get('bits'))
-        t.setdefault(key, {}).setdefault(v, []).append(us)
-rat = {}
-for k, d in sorted(t.items(), key=str):
-    if 'b' in d and 'n' in d:
-        b, n = st.mean(d['b']), st.mean(d['n'])
-        print(f"{str(k[0]):28s} M/T={k[1]} k={k[2]} main {b:8.2f} even {n:8.2f} ratio {n / b:.3f}")
-        rat.setdefault((k[1], k[2]), []).append(n / b)
-for k, v in sorted(rat.items(), key=str):
-    print(f"M/T={k[0]} k={k[1]} geomean even/main {st.geometric_mean(v):.3f} over {len(v)}")
-PY
+python3 bench/results/ab_summary.py pair "$O" bn
 tar -C $O -cJf $R/ab-even-ranges.tar.xz . && rm -rf $O

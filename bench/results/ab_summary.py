@@ -5,6 +5,9 @@ ab_summary.py forced DIR VARIANTS: rows of DIR/ab_<variant>_<round>.jsonl (kbit_
 variant's mean over rounds against variant 'a', and geomeans by (M, k = 2 or not, small W or not).
 ab_summary.py vs-cublas DIR VARIANTS: rows of DIR/v_<variant>_<round>.jsonl (cublas_bf16 and kbit_linear), kbit's
 speed-up over cuBLAS bf16 per variant (cuBLAS rows carry bits = 0: matched by (shape, M)) and the rows under 0.9x.
+ab_summary.py pair DIR BO (B, O: one-letter variant names): rows of DIR/ab*_<variant>_<round>.jsonl, `kbit bench` rows
+(every kbit backend) and `kbit bench moe` rows alike, variant O's mean over rounds against B's per (backend, shape, M or
+T, k), and geomeans by (M or T, k) (session 74's A/B scripts).
 """
 import glob
 import json
@@ -69,6 +72,30 @@ def vs_cublas(out, variants):
     print('rows under 0.9x:', short)
 
 
+def pair(out, variants):
+    base, other = variants[0], variants[1]
+    t = {}
+    for f in glob.glob(out + '/ab*_*_*.jsonl'):
+        v = f.split('/')[-1].split('_')[1]
+        for line in open(f):
+            r = json.loads(line)
+            us = r.get('median_us', r.get('kbit_expert_linear_us'))  # kbit bench / kbit bench moe
+            if us is None or not r.get('valid', True) or r.get('backend', 'kbit').startswith('cublas'):
+                continue
+            key = (r.get('backend', 'expert_linear'), r.get('shape', r.get('projection')), r.get('m', r.get('tokens')),
+                   r.get('bits'))
+            t.setdefault(key, {}).setdefault(v, []).append(us)
+    rat = {}
+    for key, d in sorted(t.items(), key=str):
+        if base in d and other in d:
+            b, x = st.mean(d[base]), st.mean(d[other])
+            print(f"{key[0]:14s} {str(key[1]):28s} M/T={key[2]} k={key[3]} {base} {b:8.2f} {other} {x:8.2f} "
+                  f"ratio {x / b:.3f}")
+            rat.setdefault((key[2], key[3]), []).append(x / b)
+    for key, r in sorted(rat.items(), key=str):
+        print(f"M/T={key[0]} k={key[1]} geomean {other}/{base} {st.geometric_mean(r):.3f} over {len(r)}")
+
+
 if __name__ == '__main__':
     mode, out, variants = sys.argv[1], sys.argv[2], sys.argv[3]
-    {'forced': forced, 'vs-cublas': vs_cublas}[mode](out, variants)
+    {'forced': forced, 'vs-cublas': vs_cublas, 'pair': pair}[mode](out, variants)

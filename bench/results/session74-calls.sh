@@ -23,20 +23,7 @@ case $PARTS in *o*)
       echo "glm47 $v round $round rc=$? $(date -u +%T)"
     done
   done
-  python3 - "$O" <<'PY'
-import glob, json, statistics as st, sys
-o = sys.argv[1]; t = {}
-for f in glob.glob(o + '/ab_*_*.jsonl'):
-    v = f.split('/')[-1].split('_')[1]
-    for line in open(f):
-        r = json.loads(line)
-        if 'median_us' in r and r.get('valid', True):
-            t.setdefault((r['backend'], r['shape'], r['m'], r['bits']), {}).setdefault(v, []).append(r['median_us'])
-for (be, s, m, k), d in sorted(t.items()):
-    if 'b' in d and 'o' in d:
-        a, b = st.mean(d['o']), st.mean(d['b'])
-        print(f"{be:12s} {s:20s} M={m} k={k} 7c2595e {a:7.2f} e3d162f {b:7.2f} ratio {b / a:.3f}")
-PY
+  python3 bench/results/ab_summary.py pair "$O" ob
   ;;
 esac
 if [ -n "${H200_STEPS:-}" ] && h200; then OUT=$O STEPS=$H200_STEPS bash bench/results/h200-m4096-and-m3-15-main-session72.sh; fi

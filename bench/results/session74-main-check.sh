@@ -22,19 +22,6 @@ for round in 1 2; do
     echo "glm47 $v round $round rc=$? $(date -u +%T)"
   done
 done
-python3 - "$O" <<'PY'
-import glob, json, statistics as st, sys
-o = sys.argv[1]; t = {}
-for f in glob.glob(o + '/ab_*_*.jsonl'):
-    v = f.split('/')[-1].split('_')[1]
-    for line in open(f):
-        r = json.loads(line)
-        if 'median_us' in r and r.get('valid', True):
-            t.setdefault((r['backend'], r['shape'], r['m'], r['bits']), {}).setdefault(v, []).append(r['median_us'])
-for (be, s, m, k), d in sorted(t.items()):
-    if 'b' in d and 's' in d:
-        b, x = st.mean(d['b']), st.mean(d['s'])
-        print(f"{be:12s} {s:20s} M={m} k={k} main {b:7.2f} every-k-1.33x {x:7.2f} ratio {x / b:.3f}")
-PY
+python3 bench/results/ab_summary.py pair "$O" bs
 if [ -n "${H200_STEPS:-}" ]; then OUT=$O STEPS=$H200_STEPS bash bench/results/h200-m4096-and-m3-15-main-session72.sh; fi
 tar -C $O -cJf $R/session74.tar.xz . && rm -rf $O
