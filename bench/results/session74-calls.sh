@@ -3,6 +3,8 @@
 # at 1.33x for k = 2..4), kbit_o = 7c2595e (k = 4 whole stripes, as before). PARTS picks, in order:
 #   t  main's GPU tests (GEMV, linear, experts, MoE), any card;
 #   o  A/B kbit_o / kbit_b on glm47 shared_gu (q, o controls) at M = 1..4, k = 4, 5, two rounds, kbit_linear;
+#   p  kbit bench gemv-probe (--per-cta) of main (kbit_b) and of the even-ranges build (kbit_n,
+#      gemv-even-ranges-dropped-session74.patch) on glm47 kv k = 4 and q k = 2, M = 1: why kv ran 1.3x slower;
 #   then, on an H200 only, the steps of h200-m4096-and-m3-15-main-session72.sh named by H200_STEPS (q a b c m g),
 #   with kbit_b as its binary.
 set -u
@@ -25,6 +27,14 @@ case $PARTS in *o*)
   done
   python3 bench/results/ab_summary.py pair "$O" ob
   ;;
+esac
+case $PARTS in *p*)
+  for v in b n; do
+    for sk in kv:4 q:2; do
+      timeout 60 $D/kbit_$v bench gemv-probe --shape glm47.${sk%:*} --bits ${sk#*:} --per-cta > $O/probe_${v}_${sk%:*}.txt 2>&1
+      echo "probe $v $sk rc=$? $(grep -E 'first entry to last exit' $O/probe_${v}_${sk%:*}.txt)"
+    done
+  done ;;
 esac
 if [ -n "${H200_STEPS:-}" ] && h200; then OUT=$O STEPS=$H200_STEPS bash bench/results/h200-m4096-and-m3-15-main-session72.sh; fi
 h200 || echo "not an H200: no H200 steps"
