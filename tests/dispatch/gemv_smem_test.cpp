@@ -182,7 +182,7 @@ TEST(GemvSmem, BulkCopiesOfXWhereRowsAllowThem) {
 }
 
 // The dense grid: equal ranges over one wave of warps, or whole stripes where a split gains
-// too little (below 2x at k >= 4, below 1.33x at k = 2, 3).
+// too little (below 2x at k = 5, below 1.33x at k = 2..4).
 TEST(GemvDenseSplit, WholeStripesOnlyWhereSplittingGainsTooLittle) {
   const int64_t sms = 132, all_warps = sms * kGemvWarps;
   // glm47 shared_gu: 1536 stripes x 40 supertiles. Split at k = 2..4 (1.375x more warps), whole at k = 5.
