@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 74 A/B: the GEMV's warp ranges at floor(w U / W) (the longer ranges spread over the CTAs; GemvRanges)
 # against main e3d162f (the first U % W warps take the longer ranges). Carried: kbit_b (main), kbit_$V, tests_$V
-# (V=n, the default: gemv-even-ranges-dropped-session74.patch; V=t: gemv-two-level-ranges-untested-session74.patch).
+# (V=n, the default: gemv-even-ranges-dropped-session74.patch; V=t: gemv-two-level-ranges-dropped-session75.patch).
 # Any card (an A/B within one call). Dense: kbit_gemv forced, glm47 every projection at M = 1, 2, 4 and Qwen3 at
 # M = 1, k = 2..5; grouped: GLM-4.7 experts T = 1, 4, 16, k = 4. Two alternating rounds.
 set -u

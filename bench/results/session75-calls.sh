@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Session 75 device calls. Carried (scripts/carry_pack.sh): kbit_b = main 6c0736a (e3d162f's kernels), kbit_t and
+# tests_t = main + gemv-two-level-ranges-dropped-session75.patch. On an H200: the steps of
+# h200-m4096-and-m3-15-main-session72.sh named by H200_STEPS (g = GLM-4.7 experts T = 1..16 k = 4 first: issue 5's
+# 3x at T = 4), with kbit_b. With AB=1 (any card): the two-level ranges A/B
+# (ab-gemv-even-ranges-session74.sh with V=t) and gemv-probe of glm47 kv k = 4 for both builds.
+set -u
+R=${OUT:-/tmp/kbit-out}
+h200() { nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; }
+if h200 && [ -n "${H200_STEPS:-}" ]; then
+  mkdir -p $R/h; OUT=$R/h STEPS=$H200_STEPS bash bench/results/h200-m4096-and-m3-15-main-session72.sh
+  tar -C $R/h -cJf $R/h200-steps.tar.xz . && rm -rf $R/h
+fi
+h200 || echo "not an H200: no H200 steps"
+if [ "${AB:-0}" = 1 ]; then
+  V=t bash bench/results/ab-gemv-even-ranges-session74.sh
+  mkdir -p $R/p
+  for v in b t; do
+    timeout 60 build-dev/kbit_$v bench gemv-probe --shape glm47.kv --bits 4 --per-cta > $R/p/probe_${v}_kv.txt 2>&1
+    echo "probe $v kv rc=$? $(grep -E 'first entry to last exit' $R/p/probe_${v}_kv.txt)"
+  done
+  tar -C $R/p -cJf $R/probes.tar.xz . && rm -rf $R/p
+fi
