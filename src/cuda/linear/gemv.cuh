@@ -72,6 +72,12 @@ struct GemvLaunch {
   int class_cost[kGemvClasses] = {0, 0, 0};  // the mixed kernel's unit costs (gemv_class_cost)
 };
 
+// Quotient and remainder of non-negative 32-bit ints in unsigned arithmetic: the signed
+// forms add sign fix-ups, and this kernel is that sensitive to its instruction count (the
+// range arithmetic alone: 1.2% by geomean over 96 forced rows, H100, 2026-12-06).
+__device__ __forceinline__ int udiv(int a, int b) { return int(uint32_t(a) / uint32_t(b)); }
+__device__ __forceinline__ int umod(int a, int b) { return int(uint32_t(a) % uint32_t(b)); }
+
 __device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
   asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -233,7 +239,7 @@ __device__ __forceinline__ void build_gemv_tile_table(const int32_t* offsets, in
     if (e < experts) lo = offsets[e], hi = offsets[e + 1];
     // Tiles only for experts whose row count is in [count_lo, count_hi] (a class of the mixed
     // kernel: gemv_class_min_rows / max_rows); the others own rows but no tiles here.
-    const int count = hi - lo >= count_lo && hi - lo <= count_hi ? (hi - lo + rows - 1) / rows : 0;
+    const int count = hi - lo >= count_lo && hi - lo <= count_hi ? udiv(hi - lo + rows - 1, rows) : 0;
     const int incl = warp_inclusive_sum(count, lane);
     if (lane == 31) warp_tiles[warp] = incl;
     __syncthreads();
@@ -337,7 +343,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
     // kGemvSplitSlack units: a split segment's pieces meet through a counter and a second
     // pass, which costs about that much.
     const int all_warps = cls.ctas * kGemvWarps, segments = tiles * args.stripes;
-    const int even_share = int((U + all_warps - 1) / all_warps);
+    const int even_share = udiv(int(U) + all_warps - 1, all_warps);
     active_warps = segments < all_warps && int(S) <= even_share + kGemvSplitSlack ? segments
                                                                                  : int(min(int64_t(all_warps), U));
     if (U == 0) return;
@@ -364,15 +370,14 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
   // arithmetic (U < 2^30, the host checks; active_warps <= U): the w * U / warps form
   // needed 64-bit divisions (emulated, dozens of dependent instructions), five on the
-  // split-stripe sum at the end of the kernel. Unsigned divisions (all operands are
-  // non-negative): the signed ones' sign fix-ups measured 1.2% slower by geomean over 96
-  // forced GEMV rows at M = 1, 4 (H100, 2026-12-06, ab-gemv-unsigned-div-session75.sh).
-  const int uq = int(uint32_t(U) / uint32_t(max(active_warps, 1))), ur = int(U) - uq * active_warps;
+  // split-stripe sum at the end of the kernel. Unsigned (udiv): the signed divisions
+  // measured 1.2% slower (ab-gemv-unsigned-div-session75.sh).
+  const int uq = udiv(int(U), max(active_warps, 1)), ur = int(U) - uq * active_warps;
   auto range_start = [&](int w) { return w * uq + min(w, ur); };
   // The warp whose range holds unit u (two 32-bit divisions at most, per split stripe).
   auto owner = [&](int u) {
     const int big = ur * (uq + 1);  // the units of the first ur warps
-    return u < big ? int(uint32_t(u) / uint32_t(uq + 1)) : ur + int(uint32_t(u - big) / uint32_t(uq));
+    return u < big ? udiv(u, uq + 1) : ur + udiv(u - big, uq);
   };
   const int u0 = active ? range_start(wg) : 0;
   const int u1 = active ? range_start(wg + 1) : 0;
@@ -393,7 +398,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   auto load_stage = [&](StageT& sg, int u) {
     if constexpr (GROUPED) {
       if (u >= load_tile_end) {
-        const int tile = u / US;
+        const int tile = udiv(u, US);
         const int e = expert_of(tile);
         load_shift = ((kRowTiles ? max(e, 0) : e) - tile) * US;  // a row without an expert reads expert 0's
         load_tile_end = (tile + 1) * US;
@@ -431,7 +436,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
 #pragma unroll
     for (int b = 0; b < kXEarly; ++b) {
       const int chunk = int(threadIdx.x) + b * kThreads;
-      if (chunk < x_chunks) x_early[b] = load_x8_raw(args, row_base + chunk / x_row_chunks, chunk % x_row_chunks * 8).a;
+      if (chunk < x_chunks) x_early[b] = load_x8_raw(args, row_base + udiv(chunk, x_row_chunks), umod(chunk, x_row_chunks) * 8).a;
     }
   };
   // x by bulk copies (GemvLaunch::x_bulk): warp 0 arms the barrier and issues one copy of K
@@ -471,7 +476,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   if constexpr (GROUPED) {
     const int w_first = cls.cta * kGemvWarps, w_last = min(w_first + kGemvWarps, active_warps) - 1;
     const int cu0 = range_start(w_first), cu1 = range_start(w_last + 1);
-    const int t_first = cu0 / US, t_last = (cu1 - 1) / US;
+    const int t_first = udiv(cu0, US), t_last = udiv(cu1 - 1, US);
     if constexpr (kRowTiles) {
       row_base = t_first;
       const int rows = t_last + 1 - row_base;
@@ -597,7 +602,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
                               uint32_t(kGemvLocalPieceFloats * 4 + kGemvWarps * 4);
   if (has_local && active && lane == 0) {
     local_counters[warp] = 0;
-    const int s0 = (u1 - 1) / int(S) * int(S);
+    const int s0 = udiv(u1 - 1, int(S)) * int(S);
     const int first = owner(s0), last = owner(s0 + int(S) - 1);
     if (first == wg && last != wg && first / kGemvWarps == last / kGemvWarps)
       mbarrier_init(local_bars + uint32_t(warp) * 8, uint32_t(32 * (last - first + 1)));
@@ -648,7 +653,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
       // are zeros (never copied).
       for (int chunk = int(threadIdx.x); chunk < chunks; chunk += kThreads) {
         XRaw raw;
-        if (x_staged_row(chunk / row_chunks) < args.M && chunk % row_chunks * 8 < args.K)
+        if (x_staged_row(udiv(chunk, row_chunks)) < args.M && umod(chunk, row_chunks) * 8 < args.K)
           raw.a = lds128(xs + uint32_t(chunk) * 16);
         convert_store(chunk, raw, chunk == int(threadIdx.x));
       }
@@ -662,7 +667,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
           if (b < early) {
             if (chunk < chunks) raw[b].a = x_early[b];
           } else if (chunk < chunks) {
-            raw[b] = load_x8_raw(args, x_staged_row(chunk / row_chunks), chunk % row_chunks * 8);
+            raw[b] = load_x8_raw(args, x_staged_row(udiv(chunk, row_chunks)), umod(chunk, row_chunks) * 8);
           }
         }
 #pragma unroll
@@ -826,9 +831,9 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   float acc[kAccTokens][2];
 #pragma unroll
   for (int t = 0; t < kAccTokens; ++t) acc[t][0] = acc[t][1] = 0.0f;
-  int seg = u0 / int(S), piece_u0 = u0;  // segment: (tile, stripe); dense: the stripe
-  int st = u0 % int(S);
-  enter_tile(u0 / US);
+  int seg = udiv(u0, int(S)), piece_u0 = u0;  // segment: (tile, stripe); dense: the stripe
+  int st = umod(u0, int(S));
+  enter_tile(udiv(u0, US));
   for (int base = u0; base < u1; base += D + 1) {
 #pragma unroll
     for (int d = 0; d <= D; ++d) {
@@ -913,7 +918,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
         piece_u0 = u + 1;
         if (st == S) {
           st = 0;
-          if (++seg - tile_seg0 == args.stripes && u + 1 < u1) enter_tile((u + 1) / US);
+          if (++seg - tile_seg0 == args.stripes && u + 1 < u1) enter_tile(udiv(u + 1, US));
         }
       }
     }
