@@ -74,7 +74,8 @@ struct GemvLaunch {
 
 // Quotient and remainder of non-negative 32-bit ints in unsigned arithmetic: the signed
 // forms add sign fix-ups, and this kernel is that sensitive to its instruction count (the
-// range arithmetic alone: 1.2% by geomean over 96 forced rows, H100, 2026-12-06).
+// range arithmetic 1.2%, the other divisions another 1.2%, by geomean over 96 forced rows
+// at M = 1, 4; H100, 2026-12-06; docs/KERNEL_HISTORY.md).
 __device__ __forceinline__ int udiv(int a, int b) { return int(uint32_t(a) / uint32_t(b)); }
 __device__ __forceinline__ int umod(int a, int b) { return int(uint32_t(a) % uint32_t(b)); }
 
