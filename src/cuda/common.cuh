@@ -28,6 +28,14 @@ inline void check_cuda(cudaError_t err, std::string_view what) {
 }
 inline void check_launch(std::string_view what) { check_cuda(cudaGetLastError(), what); }
 
+// Quotient and remainder of non-negative 32-bit ints in unsigned arithmetic: the signed
+// forms add sign fix-ups, and the decode kernels are that sensitive to their instruction
+// count (the GEMV's runtime divisions unsigned: 2.4% by geomean over 96 forced rows at
+// M = 1, 4; the fused kernel's per-item ones 0.4% at M = 8, 16; H100, 2026-12-06;
+// docs/KERNEL_HISTORY.md).
+__device__ __forceinline__ int udiv(int a, int b) { return int(uint32_t(a) / uint32_t(b)); }
+__device__ __forceinline__ int umod(int a, int b) { return int(uint32_t(a) % uint32_t(b)); }
+
 // The sum of v over lanes 0..lane of the (full) warp: a Hillis-Steele scan, 5 shuffles.
 __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
 #pragma unroll

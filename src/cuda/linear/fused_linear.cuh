@@ -554,7 +554,7 @@ __device__ __forceinline__ void finish_item(const FusedArgs& args, float (&acc)[
       }
     __threadfence();
     __syncwarp();
-    unsigned* counter = args.counters + int64_t(m0 / (NT * 8)) * args.stripes + stripe;
+    unsigned* counter = args.counters + int64_t(udiv(m0, NT * 8)) * args.stripes + stripe;
     unsigned arrived = 0;
     if (lane == 0) arrived = atomicAdd(counter, 1u);
     arrived = __shfl_sync(0xffffffffu, arrived, 0);
@@ -743,14 +743,15 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // Per-warp items need no barrier after the table is built, so one warp's split
   // fix-up (fence, counter) overlaps the other warps' streaming.
   for (int item = kCtaLoop ? int(blockIdx.x) : int(blockIdx.x) * WARPS + warp; item < items; item += item_step) {
-    const int unit = item % units;
-    int stripe = kShareX ? unit * WARPS + warp : unit, split = (item / units) % args.splits;
+    // (udiv / umod: unsigned divisions, as in the GEMV; item, units and splits are positive.)
+    const int unit_group = udiv(item, units), unit = item - unit_group * units;
+    int stripe = kShareX ? unit * WARPS + warp : unit, split = umod(unit_group, args.splits);
     // stripes items: a warp past the last stripe streams the last one again and stores nothing.
     const bool stores = stripe < args.stripes;
     stripe = min(stripe, args.stripes - 1);
-    int m0 = (item / (units * args.splits)) * NT * 8, m_end = args.M, wstripe = stripe;
+    int m0 = udiv(unit_group, args.splits) * NT * 8, m_end = args.M, wstripe = stripe;
     if (tile_start) {  // token tile -> its expert (the last e whose first tile is <= it), rows, weights
-      const int tile = item / units;
+      const int tile = unit_group;
       int lo = 0, hi = args.experts - 1;
       while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;

@@ -72,13 +72,6 @@ struct GemvLaunch {
   int class_cost[kGemvClasses] = {0, 0, 0};  // the mixed kernel's unit costs (gemv_class_cost)
 };
 
-// Quotient and remainder of non-negative 32-bit ints in unsigned arithmetic: the signed
-// forms add sign fix-ups, and this kernel is that sensitive to its instruction count (the
-// range arithmetic 1.2%, the other divisions another 1.2%, by geomean over 96 forced rows
-// at M = 1, 4; H100, 2026-12-06; docs/KERNEL_HISTORY.md).
-__device__ __forceinline__ int udiv(int a, int b) { return int(uint32_t(a) / uint32_t(b)); }
-__device__ __forceinline__ int umod(int a, int b) { return int(uint32_t(a) % uint32_t(b)); }
-
 __device__ __forceinline__ uint32_t hfma2_u32(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
   asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
