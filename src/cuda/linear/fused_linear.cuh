@@ -743,15 +743,16 @@ __global__ void __launch_bounds__(WARPS * 32, (NT <= 2 ? 16 : 8) / WARPS) fused_
   // Per-warp items need no barrier after the table is built, so one warp's split
   // fix-up (fence, counter) overlaps the other warps' streaming.
   for (int item = kCtaLoop ? int(blockIdx.x) : int(blockIdx.x) * WARPS + warp; item < items; item += item_step) {
-    // (udiv / umod: unsigned divisions, as in the GEMV; item, units and splits are positive.)
-    const int unit_group = udiv(item, units), unit = item - unit_group * units;
-    int stripe = kShareX ? unit * WARPS + warp : unit, split = umod(unit_group, args.splits);
+    // item = (token tile * splits + split) * units + unit (grouped: splits 1, the table's tile).
+    // udiv / umod: unsigned divisions, as in the GEMV (all operands are positive).
+    const int tile_split = udiv(item, units), unit = item - tile_split * units;
+    int stripe = kShareX ? unit * WARPS + warp : unit, split = umod(tile_split, args.splits);
     // stripes items: a warp past the last stripe streams the last one again and stores nothing.
     const bool stores = stripe < args.stripes;
     stripe = min(stripe, args.stripes - 1);
-    int m0 = udiv(unit_group, args.splits) * NT * 8, m_end = args.M, wstripe = stripe;
+    int m0 = udiv(tile_split, args.splits) * NT * 8, m_end = args.M, wstripe = stripe;
     if (tile_start) {  // token tile -> its expert (the last e whose first tile is <= it), rows, weights
-      const int tile = unit_group;
+      const int tile = tile_split;
       int lo = 0, hi = args.experts - 1;
       while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
