@@ -364,8 +364,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& args, const GemvLaunch
   // Warp w's units start at w * uq + min(w, ur): the first ur warps take uq + 1. 32-bit
   // arithmetic (U < 2^30, the host checks; active_warps <= U): the w * U / warps form
   // needed 64-bit divisions (emulated, dozens of dependent instructions), five on the
-  // split-stripe sum at the end of the kernel. Unsigned (udiv): the signed divisions
-  // measured 1.2% slower (ab-gemv-unsigned-div-session75.sh).
+  // split-stripe sum at the end of the kernel. Unsigned (udiv, common.cuh says why).
   const int uq = udiv(int(U), max(active_warps, 1)), ur = int(U) - uq * active_warps;
   auto range_start = [&](int w) { return w * uq + min(w, ur); };
   // The warp whose range holds unit u (two 32-bit divisions at most, per split stripe).
