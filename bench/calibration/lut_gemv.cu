@@ -22,6 +22,17 @@
 // meet in shared memory, the slabs' partials in a workspace summed by the last CTA of the row
 // group (a counter; in slab order, bit-identical run to run).
 //
+// Measured (H100 80GB HBM3, 2026-12-06, session 76; bench/results/h100-lut-gemv-probe-v{2,3}-session76.txt):
+// correct (relative error 1e-7 against fp64, bit-identical run to run) but slower than kbit's GEMV:
+// glm47 q k = 2 15.6-16.5 us (kbit_gemv 13.46 in the same call), k = 4 22.6-24.1 (15.82). Without
+// the slab sum (each CTA writes its partials and exits) 12.8-14.2 / 17.6-18.1: the K-slab
+// reduction's fence, counter and last-CTA sum cost 2.2-3.3 us at 8-10 slabs, 6 at 20, 16 at 40;
+// loads alone (no build, no lookups, no slab sum) 10.0 us against a bare read's 7.2; the table
+// build 0.8-1.5 us after x arrives; the lookups 2.3-3 us more. Clusters of 8 (the slabs' partials
+// over DSMEM): only 15 of the grid's 16 fit at once on the H100, 25 us. So the lookups' saving in
+// shared-memory traffic (16 wavefronts per unit where kbit's GEMV takes 40) is eaten by what the
+// tables bring: a build after x, and K cut into slabs that must be summed across CTAs.
+//
 // Build and run on the GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Xptxas -v bench/calibration/lut_gemv.cu -o lut_gemv && ./lut_gemv
 // Prints the relative error against an fp64 CPU reference, then per-call times (CUDA graph
@@ -122,7 +133,8 @@ __device__ __forceinline__ float e4m4_bits_scale(uint32_t byte_shifted19) {
   return __int_as_float(int(byte_shifted19)) * 0x1p116f;
 }
 
-// MODE 0: full; 1: no table build (tables as left in shared memory); 2: loads only.
+// MODE 0: full; 1: no table build (tables as left in shared memory); 2: loads only; 3 and 5: full and loads
+// only without the slab reduction (each CTA writes its partials and exits: the tail's cost).
 // CL = G > 0: the G slab CTAs of a row group form a thread-block cluster and sum the slabs'
 // partials from each other's shared memory (no workspace, fence or counter).
 template <int BITS, int S, int THREADS, int MODE, int RR, int CL>
@@ -173,7 +185,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
   for (int i = threadIdx.x; i < rtc * 32; i += THREADS) part[i] = 0.f;
   __syncthreads();
 
-  if (MODE == 0) {
+  if (MODE % 3 == 0) {
     if constexpr (BITS == 2) {
       // Task (s, chunk c of 16 codes), lane = quad Q. Codes e = 16 c + i: digits d0 = i & 3,
       // d1 = i >> 2 (compile time), d2 = c & 3, d3 = c >> 2.
@@ -244,7 +256,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
         const int un = u + RR * S;
         if (un >= ub && un < ue) load_unit(p, s, un);
         if (u < ub || u >= ue) continue;
-        if (MODE == 2) {
+        if (MODE % 3 == 2) {
 #pragma unroll
           for (int v = 0; v < kLW; ++v) xor_acc ^= k[v];
           xor_acc ^= sc;
@@ -267,7 +279,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
         acc0 = fmaf(blk0, e4m4_bits_scale((sc & 0xffu) << 19), acc0);
         acc1 = fmaf(blk1, e4m4_bits_scale((sc & 0xff00u) << 11), acc1);
       }
-      if (MODE == 2) continue;
+      if (MODE % 3 == 2) continue;
       // Sum the 4 blocks (lanes 8 apart), then lanes 0..7 hold rows j, j + 8.
       acc0 += __shfl_xor_sync(0xffffffffu, acc0, 8);
       acc1 += __shfl_xor_sync(0xffffffffu, acc1, 8);
@@ -281,7 +293,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
       }
     }
   }
-  if (MODE == 2 && xor_acc == 0x9e3779b9u) a.y[0] = 1.f;
+  if (MODE % 3 == 2 && xor_acc == 0x9e3779b9u) a.y[0] = 1.f;
   __syncthreads();
 
   const int row0 = rt_begin * 16, rows = rtc * 16;
@@ -311,6 +323,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
     const int rt = i >> 4, rr = i & 15;
     a.ws[(size_t)g * a.N + row0 + i] = part[(rt * 2) * 16 + rr] + part[(rt * 2 + 1) * 16 + rr];
   }
+  if (MODE >= 3) return;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -334,6 +347,22 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
       a.y[row0 + i] = sum;
     }
   }
+}
+
+// The floor: a grid-stride read of the same bytes, 4 x 16 B in flight per thread.
+__global__ void __launch_bounds__(512) bare_read(const uint4* __restrict__ p, size_t n, unsigned* out) {
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = ldg_stream(p + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) { const uint4 v = ldg_stream(p + i); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (acc == 0x12345678u) out[0] = acc;
 }
 
 static float e4m4_decode(uint8_t e) {
@@ -439,16 +468,18 @@ static void run_config(int N, int K, int R, int buffers, int calls) {
   CK(cudaMalloc(&dws, size_t(G) * N * 4));
   CK(cudaMalloc(&dy, N * 4));
   CK(cudaMalloc(&dcb, 64));
-  CK(cudaMalloc(&dcnt, R * 4));
+  CK(cudaMalloc(&dcnt, (R + 1) * 4));
   CK(cudaMemcpy(dx, x.data(), K * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dcb, cb, 64, cudaMemcpyHostToDevice));
-  CK(cudaMemset(dcnt, 0, R * 4));
+  CK(cudaMemset(dcnt, 0, (R + 1) * 4));
   Args a{dw[0], dx, dws, dcnt, dy, dcb, N, K, G, R, RT};
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   Variant<BITS, S, THREADS, 0, RR, CL>::setup(rtc_max);
   Variant<BITS, S, THREADS, 1, RR, CL>::setup(rtc_max);
   Variant<BITS, S, THREADS, 2, RR, CL>::setup(rtc_max);
+  Variant<BITS, S, THREADS, 3, RR, CL>::setup(rtc_max);
+  Variant<BITS, S, THREADS, 5, RR, CL>::setup(rtc_max);
 
   if (CL > 0) {
     cudaLaunchConfig_t cfg = {};
@@ -510,6 +541,18 @@ static void run_config(int N, int K, int R, int buffers, int calls) {
   time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 0, RR, CL>::launch(ac, rtc_max, st); }, "full");
   time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 1, RR, CL>::launch(ac, rtc_max, st); }, "no table build");
   time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 2, RR, CL>::launch(ac, rtc_max, st); }, "loads only");
+  if (CL == 0) {
+    time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 3, RR, CL>::launch(ac, rtc_max, st); }, "full, no slab sum");
+    time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 5, RR, CL>::launch(ac, rtc_max, st); }, "loads only, no slab sum");
+  }
+  if (CL == 0 && THREADS == 512) {
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    for (int per_sm : {1, 2, 4})
+      time_mode([&](const Args& ac) {
+        bare_read<<<sms * per_sm, 512, 0, st>>>(reinterpret_cast<const uint4*>(ac.w), wbytes / 16, dcnt + R);
+      }, per_sm == 1 ? "bare read, 1 CTA / SM" : per_sm == 2 ? "bare read, 2 CTAs / SM" : "bare read, 4 CTAs / SM");
+  }
   CK(cudaGetLastError());
   for (auto p : dw) CK(cudaFree(p));
   CK(cudaFree(dx));
@@ -528,9 +571,7 @@ int main(int argc, char** argv) {
   const int only = argc > 1 ? atoi(argv[1]) : 0;
   if (only == 0 || only == 2) {
     run_config<2, 5, 512, 2>(N, K, 16, 10, calls);
-    run_config<2, 5, 512, 2, 8>(N, K, 16, 10, calls);
     run_config<2, 5, 1024, 1>(N, K, 16, 10, calls);
-    run_config<2, 5, 1024, 1, 8>(N, K, 16, 10, calls);
     run_config<2, 4, 512, 2>(N, K, 13, 10, calls);
     run_config<2, 2, 512, 2>(N, K, 6, 10, calls);
   }

@@ -12,7 +12,7 @@ if [ "${LUT:-0}" = 1 ]; then
   mkdir -p $R/l
   timeout 120 build-dev/lut_gemv > $R/l/lut_gemv.txt 2>&1; echo "lut rc=$?"; cat $R/l/lut_gemv.txt
   command -v cuobjdump > /dev/null && cuobjdump -sass build-dev/lut_gemv > $R/l/lut_gemv.sass 2>&1
-  timeout 100 build-dev/kbit_b bench --model glm47 --m 1 --bits 2,4 --backend cublas_bf16,kbit_linear,kbit_gemv --no-routed-moe \
+  [ -x build-dev/kbit_b ] && timeout 100 build-dev/kbit_b bench --model glm47 --m 1 --bits 2,4 --backend cublas_bf16,kbit_linear,kbit_gemv --no-routed-moe \
     --repeats 9 --json $R/l/glm47_m1.jsonl > $R/l/glm47_m1.txt 2>&1; echo "bench rc=$?"; grep -E "glm47\.(q|o|shared)" $R/l/glm47_m1.txt | head -30
   tar -C $R/l -cJf $R/lut.tar.xz . && rm -rf $R/l
 fi
