@@ -35,7 +35,7 @@
 //
 // Build and run on the GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Xptxas -v bench/calibration/lut_gemv.cu -o lut_gemv && ./lut_gemv
-// Prints the relative error against an fp64 CPU reference, then per-call times (CUDA graph
+// `./lut_gemv 2` (or 4) runs one bit width only. Prints the relative error against an fp64 CPU reference, then per-call times (CUDA graph
 // of 20 calls over 10 weight buffers, 177 MB, median of 15 replays) for the full kernel, the
 // kernel without the table build (garbage tables: the build's cost), and loads only.
 #include <cooperative_groups.h>
@@ -134,7 +134,9 @@ __device__ __forceinline__ float e4m4_bits_scale(uint32_t byte_shifted19) {
 }
 
 // MODE 0: full; 1: no table build (tables as left in shared memory); 2: loads only; 3 and 5: full and loads
-// only without the slab reduction (each CTA writes its partials and exits: the tail's cost).
+// only without the slab reduction (each CTA writes its partials and exits: the tail's cost). 6: loads only
+// without x staging, barriers or partials (all of a warp's units requested at entry, then xor-ed: the
+// pattern against a grid-stride read); 7: 6 without the 2-byte scale loads (keys only).
 // CL = G > 0: the G slab CTAs of a row group form a thread-block cluster and sum the slabs'
 // partials from each other's shared memory (no workspace, fence or counter).
 template <int BITS, int S, int THREADS, int MODE, int RR, int CL>
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
       const uint4 q = ldg_stream(up + 16 * kLW / 4 * lane + 16 * v);
       keys[p][s][4 * v] = q.x, keys[p][s][4 * v + 1] = q.y, keys[p][s][4 * v + 2] = q.z, keys[p][s][4 * v + 3] = q.w;
     }
-    scl[p][s] = ldg_u16(up + L::kKeyBytes + 2 * lane);
+    scl[p][s] = MODE == 7 ? 0u : ldg_u16(up + L::kKeyBytes + 2 * lane);
   };
   const int rt0 = ub / S;
 #pragma unroll
@@ -180,12 +182,14 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
     }
 
   // x of the slab, the codebook, zeroed partials.
-  for (int i = threadIdx.x; i < S * 128; i += THREADS) xs[i] = a.x[(size_t)g * S * 128 + i];
-  if (threadIdx.x < (1 << BITS)) cbs[threadIdx.x] = a.cb[threadIdx.x];
-  for (int i = threadIdx.x; i < rtc * 32; i += THREADS) part[i] = 0.f;
-  __syncthreads();
+  if (MODE < 6) {
+    for (int i = threadIdx.x; i < S * 128; i += THREADS) xs[i] = a.x[(size_t)g * S * 128 + i];
+    if (threadIdx.x < (1 << BITS)) cbs[threadIdx.x] = a.cb[threadIdx.x];
+    for (int i = threadIdx.x; i < rtc * 32; i += THREADS) part[i] = 0.f;
+    __syncthreads();
+  }
 
-  if (MODE % 3 == 0) {
+  if (MODE == 0 || MODE == 3) {
     if constexpr (BITS == 2) {
       // Task (s, chunk c of 16 codes), lane = quad Q. Codes e = 16 c + i: digits d0 = i & 3,
       // d1 = i >> 2 (compile time), d2 = c & 3, d3 = c >> 2.
@@ -256,7 +260,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
         const int un = u + RR * S;
         if (un >= ub && un < ue) load_unit(p, s, un);
         if (u < ub || u >= ue) continue;
-        if (MODE % 3 == 2) {
+        if (MODE == 2 || MODE >= 5) {
 #pragma unroll
           for (int v = 0; v < kLW; ++v) xor_acc ^= k[v];
           xor_acc ^= sc;
@@ -279,7 +283,7 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
         acc0 = fmaf(blk0, e4m4_bits_scale((sc & 0xffu) << 19), acc0);
         acc1 = fmaf(blk1, e4m4_bits_scale((sc & 0xff00u) << 11), acc1);
       }
-      if (MODE % 3 == 2) continue;
+      if (MODE == 2 || MODE >= 5) continue;
       // Sum the 4 blocks (lanes 8 apart), then lanes 0..7 hold rows j, j + 8.
       acc0 += __shfl_xor_sync(0xffffffffu, acc0, 8);
       acc1 += __shfl_xor_sync(0xffffffffu, acc1, 8);
@@ -293,7 +297,8 @@ __global__ void __launch_bounds__(THREADS, 1) lut_gemv(Args a) {
       }
     }
   }
-  if (MODE % 3 == 2 && xor_acc == 0x9e3779b9u) a.y[0] = 1.f;
+  if ((MODE == 2 || MODE >= 5) && xor_acc == 0x9e3779b9u) a.y[0] = 1.f;
+  if (MODE >= 6) return;
   __syncthreads();
 
   const int row0 = rt_begin * 16, rows = rtc * 16;
@@ -480,6 +485,8 @@ static void run_config(int N, int K, int R, int buffers, int calls) {
   Variant<BITS, S, THREADS, 2, RR, CL>::setup(rtc_max);
   Variant<BITS, S, THREADS, 3, RR, CL>::setup(rtc_max);
   Variant<BITS, S, THREADS, 5, RR, CL>::setup(rtc_max);
+  Variant<BITS, S, THREADS, 6, RR, CL>::setup(rtc_max);
+  Variant<BITS, S, THREADS, 7, RR, CL>::setup(rtc_max);
 
   if (CL > 0) {
     cudaLaunchConfig_t cfg = {};
@@ -544,6 +551,8 @@ static void run_config(int N, int K, int R, int buffers, int calls) {
   if (CL == 0) {
     time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 3, RR, CL>::launch(ac, rtc_max, st); }, "full, no slab sum");
     time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 5, RR, CL>::launch(ac, rtc_max, st); }, "loads only, no slab sum");
+    time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 6, RR, CL>::launch(ac, rtc_max, st); }, "loads at entry, nothing else");
+    time_mode([&](const Args& ac) { Variant<BITS, S, THREADS, 7, RR, CL>::launch(ac, rtc_max, st); }, "  the same, keys only");
   }
   if (CL == 0 && THREADS == 512) {
     int sms = 0;
