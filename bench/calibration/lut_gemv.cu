@@ -382,19 +382,22 @@ struct Variant {
   static size_t smem(int rtc_max) {
     return size_t((S + 1) / 2) * Lut<BITS>::kPairBytes + (S * 128 + 16) * 4 + size_t(rtc_max) * 32 * 4;
   }
-  static void launch(const Args& a, int rtc_max, cudaStream_t st) {
+  // The launch configuration (a cluster of CL CTAs where CL > 0); `attr` must outlive its use.
+  static cudaLaunchConfig_t config(int grid, int rtc_max, cudaStream_t st, cudaLaunchAttribute& attr) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(a.G * a.R);
+    cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem(rtc_max);
     cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL > 0 ? CL : 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = CL > 0 ? CL : 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
     cfg.numAttrs = CL > 0 ? 1 : 0;
+    return cfg;
+  }
+  static void launch(const Args& a, int rtc_max, cudaStream_t st) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = config(a.G * a.R, rtc_max, st, attr);
     CK(cudaLaunchKernelEx(&cfg, lut_gemv<BITS, S, THREADS, MODE, RR, CL>, a));
   }
   static void setup(int rtc_max) {
@@ -489,14 +492,8 @@ static void run_config(int N, int K, int R, int buffers, int calls) {
   Variant<BITS, S, THREADS, 7, RR, CL>::setup(rtc_max);
 
   if (CL > 0) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(G * R);
-    cfg.blockDim = dim3(THREADS);
-    cfg.dynamicSmemBytes = Variant<BITS, S, THREADS, 0, RR, CL>::smem(rtc_max);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = Variant<BITS, S, THREADS, 0, RR, CL>::config(G * R, rtc_max, nullptr, attr);
     int clusters = 0;
     CK(cudaOccupancyMaxActiveClusters(&clusters, lut_gemv<BITS, S, THREADS, 0, RR, CL>, &cfg));
     printf("clusters of %d resident at once: %d (the grid has %d)\n", CL, clusters, R);
