@@ -5,19 +5,14 @@
 # Carried: kbit_b, kbit_e, tests_e (gemv-even-ranges-grouped-only-session77.patch). Any card. GPU tests of the grouped
 # GEMV, then two alternating rounds of kbit bench moe, GLM-4.7 T = 1..8 and Qwen3-Coder-Next T = 1, 4, 8, k = 4.
 set -u
-R=${OUT:-/tmp/kbit-out}
-O=$R/g; mkdir -p $O
-D=build-dev
-echo "== GPU tests of e $(date -u +%T)"
-timeout 120 $D/tests_e --gtest_filter="${TESTS:-GpuExpertLinear*:GpuMoe*}" > $O/tests_e.log 2>&1
-echo "tests rc=$? $(grep -E '^\[  (PASSED|FAILED)|FAILED  \]|tests from .* ran' $O/tests_e.log | head -12 | tr '\n' ' ')"
+source bench/results/ab_common.sh
+ab_start g
+ab_tests e 120 'GpuExpertLinear*:GpuMoe*'
 for round in 1 2; do
   for v in b e; do
-    timeout 100 $D/kbit_$v bench moe --model glm47 --tokens 1,2,3,4,6,8 --bits 4 --json $O/abm_${v}_$round.jsonl > $O/abm_${v}_$round.txt 2>&1
-    echo "glm47 moe $v round $round rc=$? $(date -u +%T)"
-    timeout 60 $D/kbit_$v bench moe --model qwen3_coder_next --tokens 1,4,8 --bits 4 --json $O/abq_${v}_$round.jsonl > $O/abq_${v}_$round.txt 2>&1
-    echo "qwen3 moe $v round $round rc=$? $(date -u +%T)"
+    ab_bench "glm47 moe" abm $v $round 100 bench moe --model glm47 --tokens 1,2,3,4,6,8 --bits 4
+    ab_bench "qwen3 moe" abq $v $round 60 bench moe --model qwen3_coder_next --tokens 1,4,8 --bits 4
   done
 done
-python3 bench/results/ab_summary.py pair "$O" be > $O/summary_be.txt; grep -E 'moe_|geomean' $O/summary_be.txt | head -40
-tar -C $O -cJf $R/ab-even-ranges-grouped.tar.xz . && rm -rf $O
+ab_summary be
+ab_tar ab-even-ranges-grouped

@@ -7,7 +7,9 @@ ab_summary.py vs-cublas DIR VARIANTS: rows of DIR/v_<variant>_<round>.jsonl (cub
 speed-up over cuBLAS bf16 per variant (cuBLAS rows carry bits = 0: matched by (shape, M)) and the rows under 0.9x.
 ab_summary.py pair DIR BO (B, O: one-letter variant names): rows of DIR/ab*_<variant>_<round>.jsonl, `kbit bench` rows
 (every kbit backend) and `kbit bench moe` rows alike, variant O's mean over rounds against B's per (backend, shape, M or
-T, k), and geomeans by (M or T, k) (session 74's A/B scripts).
+T, k), and geomeans by (M or T, k) (session 74's A/B scripts); moe rows are keyed by model and projection.
+ab_summary.py pair DIR BO timing-only: the same, keeping rows that the bench marked invalid (timing-only variants,
+whose results are wrong by design).
 """
 import glob
 import json
@@ -72,7 +74,7 @@ def vs_cublas(out, variants):
     print('rows under 0.9x:', short)
 
 
-def pair(out, variants):
+def pair(out, variants, timing_only=False):
     base, other = variants[0], variants[1]
     t = {}
     for f in glob.glob(out + '/ab*_*_*.jsonl'):
@@ -80,10 +82,10 @@ def pair(out, variants):
         for line in open(f):
             r = json.loads(line)
             us = r.get('median_us', r.get('kbit_expert_linear_us'))  # kbit bench / kbit bench moe
-            if us is None or not r.get('valid', True) or r.get('backend', 'kbit').startswith('cublas'):
+            if us is None or not (timing_only or r.get('valid', True)) or r.get('backend', 'kbit').startswith('cublas'):
                 continue
-            key = (r.get('backend', 'expert_linear'), r.get('shape', r.get('projection')), r.get('m', r.get('tokens')),
-                   r.get('bits'))
+            shape = r.get('shape') or f"{r.get('model')}.{r.get('projection')}"  # moe rows: both models share names
+            key = (r.get('backend', 'expert_linear'), shape, r.get('m', r.get('tokens')), r.get('bits'))
             t.setdefault(key, {}).setdefault(v, []).append(us)
     rat = {}
     for key, d in sorted(t.items(), key=str):
@@ -98,4 +100,7 @@ def pair(out, variants):
 
 if __name__ == '__main__':
     mode, out, variants = sys.argv[1], sys.argv[2], sys.argv[3]
-    {'forced': forced, 'vs-cublas': vs_cublas, 'pair': pair}[mode](out, variants)
+    if mode == 'pair':
+        pair(out, variants, timing_only=sys.argv[4:] == ['timing-only'])
+    else:
+        {'forced': forced, 'vs-cublas': vs_cublas}[mode](out, variants)
