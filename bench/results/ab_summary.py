@@ -100,6 +100,8 @@ def pair(out, variants, timing_only=False):
 
 if __name__ == '__main__':
     mode, out, variants = sys.argv[1], sys.argv[2], sys.argv[3]
+    if sys.argv[4:] not in ([], ['timing-only']) or (sys.argv[4:] and mode != 'pair'):
+        sys.exit(f'ab_summary.py: unknown arguments {sys.argv[4:]} (only `pair DIR BO timing-only` takes a fourth)')
     if mode == 'pair':
         pair(out, variants, timing_only=sys.argv[4:] == ['timing-only'])
     else:
