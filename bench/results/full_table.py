@@ -47,4 +47,5 @@ for m in detail:
         for bits in (2, 3, 4, 5):
             us = kbit.get((shape, m, res, bits))
             cells.append("-" if us is None else f"{us:.2f}" + (f" ({base / us:.2f}x)" if base else ""))
-        print(f"| {shape} | {base:.2f} | " + " | ".join(cells) + " |" if base else f"| {shape} | - | " + " | ".join(cells) + " |")
+        base_cell = f"{base:.2f}" if base else "-"
+        print(f"| {shape} | {base_cell} | " + " | ".join(cells) + " |")
