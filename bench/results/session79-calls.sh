@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 79 device call (H200 only; carried kbit_b = main f743b16's kbit, scripts/carry_pack.sh): issue 5's GLM-4.7
 # experts at T = 1..16, k = 4 first (the 3x bar at T = 4, last measured on a clock-throttled H200), then issue 4's
-# dense rows at M = 3, 5, 6, 7 and, with H200_STEPS2=b, M = 9..15 (h200-m4096-and-m3-15-main-session72.sh's steps).
+# dense rows at M = 3, 5, 6, 7 (H200_STEPS1 and H200_STEPS2 pick other steps of h200-m4096-and-m3-15-main-session72.sh).
 # Results tarred into $OUT/h200-steps.tar.xz (only 8 files come back from a call).
 set -u
 R=${OUT:-/tmp/kbit-out}

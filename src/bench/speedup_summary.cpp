@@ -1,6 +1,7 @@
 #include "bench/speedup_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -10,7 +11,7 @@
 namespace kbit::bench {
 
 SpeedupSummary summarize_speedups(const std::vector<std::string>& json_lines, const std::string& backend,
-                                  const std::string& baseline, int64_t max_m) {
+                                  const std::string& baseline, int64_t max_m, double bar) {
   struct Entry {
     double us = 0;
     bool usable = false;
@@ -41,6 +42,7 @@ SpeedupSummary summarize_speedups(const std::vector<std::string>& json_lines, co
     rows[{shape, m, j.value("bits", 0), be}] = e;
   }
   SpeedupSummary s;
+  s.bar = bar;
   for (const auto& [key, e] : rows) {
     const auto& [shape, m, bits, be] = key;
     if (be != backend) continue;
@@ -54,13 +56,19 @@ SpeedupSummary summarize_speedups(const std::vector<std::string>& json_lines, co
     }
     const std::string model = shape.substr(0, shape.find('.'));
     SpeedupCell& cell = s.by_model_m[{model, m}];
-    ++cell.cases, ++s.cases;
+    SpeedupRow& row = s.by_m[m];
+    ++cell.cases, ++row.cell.cases, ++s.cases;
     if (!e.usable) {
       s.notes.push_back(what + ": counted as slower (" + e.why + ")");
       continue;
     }
-    cell.speedups.push_back(base->second.us / e.us);
-    if (e.us < base->second.us) ++cell.faster, ++s.faster;
+    const double speedup = base->second.us / e.us;
+    if (row.cell.speedups.empty() || speedup < *std::min_element(row.cell.speedups.begin(), row.cell.speedups.end()))
+      row.slowest = shape + " k=" + std::to_string(bits);
+    cell.speedups.push_back(speedup);
+    row.cell.speedups.push_back(speedup);
+    if (speedup >= bar) ++row.at_bar;
+    if (e.us < base->second.us) ++cell.faster, ++row.cell.faster, ++s.faster;
   }
   return s;
 }
@@ -79,6 +87,23 @@ std::string format_speedup_summary(const SpeedupSummary& s, const std::string& b
       const double median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       std::snprintf(buf, sizeof buf, "| %s | %lld | %d / %d | %.2fx / %.2fx / %.2fx |\n", key.first.c_str(),
                     (long long)key.second, cell.faster, cell.cases, v.front(), median, v.back());
+    }
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "\n| M | faster | at %.2fx or better | geomean | slowest |\n|---|---|---|---|---|\n",
+                s.bar);
+  out += buf;
+  for (const auto& [m, row] : s.by_m) {
+    const std::vector<double>& v = row.cell.speedups;
+    if (v.empty()) {
+      std::snprintf(buf, sizeof buf, "| %lld | %d of %d | 0 | - | - |\n", (long long)m, row.cell.faster,
+                    row.cell.cases);
+    } else {
+      double log_sum = 0;
+      for (double x : v) log_sum += std::log(x);
+      std::snprintf(buf, sizeof buf, "| %lld | %d of %d | %d | %.2fx | %.3fx (%s) |\n", (long long)m, row.cell.faster,
+                    row.cell.cases, row.at_bar, std::exp(log_sum / double(v.size())),
+                    *std::min_element(v.begin(), v.end()), row.slowest.c_str());
     }
     out += buf;
   }

@@ -41,6 +41,7 @@ void add_report_command(CLI::App& app) {
     std::vector<std::string> files;
     std::string backend = "kbit_linear", baseline = "cublas_bf16";
     int64_t max_m = 16;
+    double bar = 0.9;
   };
   auto sa = std::make_shared<SpeedupArgs>();
   CLI::App* sp = report->add_subcommand(
@@ -50,6 +51,9 @@ void add_report_command(CLI::App& app) {
   sp->add_option("--backend", sa->backend, "the kbit backend")->capture_default_str();
   sp->add_option("--baseline", sa->baseline, "the backend it is compared with")->capture_default_str();
   sp->add_option("--max-m", sa->max_m, "leave out rows above this M")->capture_default_str();
+  sp->add_option("--bar", sa->bar, "the per-M table counts the cases at this speedup or better")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sp->callback([sa] {
     std::vector<std::string> lines;
     for (const auto& f : sa->files) {
@@ -57,7 +61,7 @@ void add_report_command(CLI::App& app) {
       KBIT_REQUIRE(in.good(), "cannot read ", f);
       for (std::string line; std::getline(in, line);) lines.push_back(line);
     }
-    const auto s = bench::summarize_speedups(lines, sa->backend, sa->baseline, sa->max_m);
+    const auto s = bench::summarize_speedups(lines, sa->backend, sa->baseline, sa->max_m, sa->bar);
     std::cout << bench::format_speedup_summary(s, sa->backend, sa->baseline);
   });
 }

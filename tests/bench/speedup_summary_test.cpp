@@ -42,6 +42,29 @@ TEST(SpeedupSummary, CountsWinsPerModelAndMAndMergesReRuns) {
   EXPECT_NE(t.find("| toy | 1 | 2 / 3 | 1.11x / 1.56x / 2.00x |"), std::string::npos) << t;
   EXPECT_NE(t.find("Total: 2 of 4 cases faster."), std::string::npos) << t;
   EXPECT_NE(t.find("launch failed"), std::string::npos) << t;
+  // Per M over all models: at M = 1 the speedups are 2.0 (q k=2) and 10/9 (q k=4); o is invalid.
+  const SpeedupRow& r1 = s.by_m.at(1);
+  EXPECT_EQ(r1.cell.cases, 3);
+  EXPECT_EQ(r1.cell.faster, 2);
+  EXPECT_EQ(r1.at_bar, 2);
+  EXPECT_EQ(r1.slowest, "toy.q k=4");
+  EXPECT_NE(t.find("| 1 | 2 of 3 | 2 | 1.49x | 1.111x (toy.q k=4) |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| 16 | 0 of 1 | 0 | - | - |"), std::string::npos) << t;
+}
+
+// The per-M bar: a case at 0.95x is under 1x but at the 0.9x bar; one at 0.85x is neither.
+TEST(SpeedupSummary, PerMRowCountsCasesAtTheBar) {
+  const std::vector<std::string> lines = {
+      row("a.q", 4096, "cublas_bf16", 0, 95.0), row("a.q", 4096, "kbit_linear", 2, 100.0),
+      row("b.k", 4096, "cublas_bf16", 0, 17.0), row("b.k", 4096, "kbit_linear", 3, 20.0),
+  };
+  const SpeedupSummary s = summarize_speedups(lines, "kbit_linear", "cublas_bf16", 4096, 0.9);
+  const SpeedupRow& r = s.by_m.at(4096);
+  EXPECT_EQ(r.cell.cases, 2);
+  EXPECT_EQ(r.cell.faster, 0);
+  EXPECT_EQ(r.at_bar, 1);
+  EXPECT_EQ(r.slowest, "b.k k=3");
+  EXPECT_EQ(summarize_speedups(lines, "kbit_linear", "cublas_bf16", 4096, 0.8).by_m.at(4096).at_bar, 2);
 }
 
 // A kbit backend as the baseline (tuned against untuned plans): each k pairs with the baseline's row
