@@ -132,9 +132,14 @@ const std::vector<LinearConfig>& user_linear_configs() {
   return table;
 }
 
+const std::vector<LinearConfig>& compiled_linear_configs() {
+  static const std::vector<LinearConfig> table = parse_linear_configs(generated::kLinearConfigsJson);
+  return table;
+}
+
 const LinearConfig* find_linear_config(int bits, int64_t n, int64_t k, int64_t m, bool pdl,
                                        const LinearConfigFilter& applies) {
-  static const std::vector<LinearConfig> table = parse_linear_configs(generated::kLinearConfigsJson);
+  const std::vector<LinearConfig>& table = compiled_linear_configs();
   const std::vector<LinearConfig>& user = user_linear_configs();
   static const std::string device = [] {
     int dev = 0;

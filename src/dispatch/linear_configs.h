@@ -169,6 +169,7 @@ std::vector<LinearConfig> load_linear_configs_file(const std::string& path);  //
 std::vector<LinearConfig> load_linear_config_files(const std::string& path_list);
 std::vector<LinearConfig> read_user_linear_configs();    // $KBIT_LINEAR_CONFIGS's entries, read now
 const std::vector<LinearConfig>& user_linear_configs();  // the same, read once per process
+const std::vector<LinearConfig>& compiled_linear_configs();  // data/linear_configs.json as built in
 
 // The entry for the current GPU (the user's tables first, then the compiled one), or null. `applies` (if set) rejects entries the
 // caller cannot use (skinny: one tuned for another token-tile count); a PDL request falls
