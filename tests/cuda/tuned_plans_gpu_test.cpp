@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -117,6 +119,8 @@ TEST(GpuLinear, EveryTunedPlanOnItsShape) {
   int checked = 0, skipped = 0, runs = 0;
   uint64_t seed = 7000;
   for (auto& [key, entries] : groups) {
+    const auto started = std::chrono::steady_clock::now();
+    const int runs_before = runs;
     const auto [n, k, bits] = key;
     std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.m < b.m; });
     const int64_t max_m = entries.back().m;
@@ -221,6 +225,10 @@ TEST(GpuLinear, EveryTunedPlanOnItsShape) {
       }
       ++checked;
     }
+    std::printf("[          ] %s %s: %zu plans, %d runs, %.1f s\n", group.c_str(), std::string(dtype_name(dt)).c_str(),
+                entries.size(), runs - runs_before,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    std::fflush(stdout);
   }
   std::printf("[          ] %d tuned plans checked in %d runs, %d skipped (wgmma items on a GPU without wgmma)\n",
               checked, runs, skipped);
