@@ -1,8 +1,7 @@
 // Every kbit::linear plan of the compiled tuned table (data/linear_configs.json), forced on its own
 // shape and bit width, at the M it was tuned at and the lowest M it serves, on whatever Hopper GPU
-// runs the tests. The dispatcher runs these plans on
-// the GPU they were tuned for (the H200 today), and the other GPU tests reach only a few of them
-// (ModelShapes' shapes, on that GPU). Each plan's output is checked in full (every element written
+// runs the tests. The dispatcher runs these plans on the GPU they were tuned for (the H200 today),
+// and the other GPU tests reach only a few of them (ModelShapes' shapes, on that GPU). Each plan's output is checked in full (every element written
 // and finite, rows past M untouched, within twice the dense bound of dequantize + cuBLAS on the same
 // input) and on sampled columns (first, last, stripe and supertile edges, random) against the fp64
 // CPU reference over the dequantized weights.
@@ -127,14 +126,14 @@ TEST(GpuLinear, EveryTunedPlanOnItsShape) {
     const DType dt = bits % 2 ? DType::f16 : DType::bf16;  // both dtypes over each shape's bit widths
     const std::string group = std::to_string(n) + "x" + std::to_string(k) + " k=" + std::to_string(bits);
 
-    // W quantized on the GPU (the same bytes as the CPU's), in both layouts; its dequantized rows at
-    // the sampled columns come back for the reference.
-    QuantizedMatrix flat, mma16;
+    // W quantized on the GPU (the same bytes as the CPU's) and repacked to mma16, the layout every path
+    // reads; its dequantized rows at the sampled columns come back for the reference.
+    QuantizedMatrix mma16;
     const std::vector<int64_t> cols = sampled_columns(n, seed);
     std::vector<float> w_rows(cols.size() * size_t(k));
     {
       const RandomMatrix w = random_device_matrix(n, k, DType::f32, seed++, 0.02f);
-      flat = cuda::quantize(TensorView{w.device.data(), DType::f32, n, k}, Codebook::bnf(bits), nullptr);
+      const QuantizedMatrix flat = cuda::quantize(TensorView{w.device.data(), DType::f32, n, k}, Codebook::bnf(bits), nullptr);
       mma16 = cuda::repack(flat, Layout::mma16, nullptr);
       Buffer dq = Buffer::allocate(Memory::device, size_t(n * k) * 4);
       cuda::dequantize(flat, MutableTensorView{dq.data(), DType::f32, n, k}, nullptr);
